@@ -1,0 +1,9 @@
+//! agentlog: an event-sourced store for agent registries.
+//!
+//! Every registration, heartbeat, status change and message is appended as a
+//! checksummed record to a memory-mapped log; a fold rebuilds the registry;
+//! snapshots make reopening cheap and publish schema-v4 `registry.json`;
+//! compaction drops what retention no longer needs.
+
+pub mod model;
+pub mod time;
