@@ -5,5 +5,9 @@
 //! snapshots make reopening cheap and publish schema-v4 `registry.json`;
 //! compaction drops what retention no longer needs.
 
+pub mod error;
+pub mod log;
 pub mod model;
 pub mod time;
+
+pub use error::{Error, Result};
