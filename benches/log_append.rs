@@ -18,7 +18,17 @@ fn opts() -> LogOptions {
     LogOptions::default()
 }
 
+/// `AGENTLOG_BENCH_GROUPS=durable,scan` runs only those groups (default: all).
+fn wanted(group: &str) -> bool {
+    std::env::var("AGENTLOG_BENCH_GROUPS")
+        .map(|g| g.split(',').any(|x| x == group))
+        .unwrap_or(true)
+}
+
 fn bench_lazy(c: &mut Criterion) {
+    if !wanted("lazy") {
+        return;
+    }
     let mut g = c.benchmark_group("lazy_append");
     for size in [32usize, 128] {
         let payload = vec![0xabu8; size];
@@ -85,6 +95,9 @@ fn durable_run(log: &Arc<Log>, threads: usize, total: u64) -> (Duration, Vec<Dur
 }
 
 fn bench_durable(c: &mut Criterion) {
+    if !wanted("durable") {
+        return;
+    }
     let mut g = c.benchmark_group("durable_append");
     let dir = tempfile::tempdir().unwrap();
     let (log, _) = Log::open(dir.path(), opts()).unwrap();
@@ -110,6 +123,9 @@ fn bench_durable(c: &mut Criterion) {
 }
 
 fn bench_scan(c: &mut Criterion) {
+    if !wanted("scan") {
+        return;
+    }
     let mut g = c.benchmark_group("scan");
     let dir = tempfile::tempdir().unwrap();
     let (log, _) = Log::open(dir.path(), opts()).unwrap();
