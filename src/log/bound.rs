@@ -31,7 +31,7 @@ impl CopyBound {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        preallocate(&file, 0, size).map_err(|e| Error::io(path, e))?;
+        preallocate(&file, 0, size, false).map_err(|e| Error::io(path, e))?;
         let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(path, e))?;
         Ok(CopyBound {
             map,

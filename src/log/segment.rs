@@ -93,14 +93,23 @@ impl SegHeader {
 }
 
 /// Allocate `[0, size)` of `file` with `fallocate` (real blocks: a write
-/// through the map can never hit ENOSPC/SIGBUS later), then overwrite
-/// `[from, size)` with zeros and sync. The zero-fill turns the "unwritten"
-/// extents fallocate creates into written ones, so a later fdatasync/msync
-/// of appended records flushes data only instead of forcing a journal commit
-/// for the extent conversion (measured: that commit dominated durable latency).
-pub(crate) fn preallocate(file: &File, from: u64, size: u64) -> std::io::Result<()> {
+/// through the map can never hit ENOSPC/SIGBUS later), optionally overwrite
+/// `[from, size)` with zeros, and sync. Zero-filling turns the "unwritten"
+/// extents fallocate creates into written ones, so a later fdatasync/msync of
+/// appended records need not commit the filesystem journal for the extent
+/// conversion; it costs a second write of the whole segment
+/// (`LogOptions::zero_fill`, off by default).
+pub(crate) fn preallocate(
+    file: &File,
+    from: u64,
+    size: u64,
+    zero_fill: bool,
+) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     fallocate(file, size)?;
+    if !zero_fill {
+        return file.sync_all();
+    }
     let zeros = vec![0u8; 1 << 20];
     let mut off = from;
     while off < size {
@@ -200,9 +209,9 @@ impl Segment {
     }
 
     /// Remap after the file grew (writer reopening a trimmed newest segment).
-    pub fn extend_to(self, size: u64) -> Result<Segment> {
+    pub fn extend_to(self, size: u64, zero_fill: bool) -> Result<Segment> {
         let from = self.map.len() as u64;
-        preallocate(&self.file, from, size).map_err(|e| Error::io(&self.path, e))?;
+        preallocate(&self.file, from, size, zero_fill).map_err(|e| Error::io(&self.path, e))?;
         let map = Map::map_rw(&self.file, size as usize).map_err(|e| Error::io(&self.path, e))?;
         Ok(Segment { map, ..self })
     }
@@ -240,6 +249,7 @@ pub(crate) fn prepare(
     segment_id: u64,
     size: u64,
     budget: Option<&AtomicI64>,
+    zero_fill: bool,
 ) -> Result<Prepared> {
     let tmp = dir.join(format!("next-{segment_id}.seg.tmp"));
     let res = (|| {
@@ -259,7 +269,7 @@ pub(crate) fn prepare(
                 ));
             }
         }
-        preallocate(&file, 0, size).map_err(|e| Error::io(&tmp, e))?;
+        preallocate(&file, 0, size, zero_fill).map_err(|e| Error::io(&tmp, e))?;
         let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(&tmp, e))?;
         Ok(Prepared {
             tmp: tmp.clone(),
