@@ -11,6 +11,10 @@
 //! * sealed segments are fully synced and trimmed before the next segment is
 //!   installed, so only the newest segment can hold a torn tail;
 //! * recovery cuts a torn tail (saving it to `.broken`) but refuses corruption.
+//!
+//! Lock order: `gen` (compaction) → `segs`; `writer` → `segs`; `writer` →
+//! `sync` (briefly, at rotation). The group-commit leader takes `writer`
+//! only while holding no other lock, so waiting on `sync` never blocks appends.
 
 #[doc(hidden)]
 pub mod bound;
