@@ -6,4 +6,5 @@
 //! compaction drops what retention no longer needs.
 
 pub mod model;
+pub mod registry;
 pub mod time;
