@@ -5,6 +5,10 @@
 //! snapshots make reopening cheap and publish schema-v4 `registry.json`;
 //! compaction drops what retention no longer needs.
 
+pub mod error;
+pub mod log;
 pub mod model;
 pub mod registry;
 pub mod time;
+
+pub use error::{Error, Result};
