@@ -86,7 +86,7 @@ fn open_from_a_base_state_resumes_the_fold() {
     }
     let full = store.state();
     let last = store.applied_lsn();
-    assert!(last > 100, "{last}");
+    assert!(last > 50, "{last}");
     let base = store.state_at(Until::Lsn(last / 2)).unwrap();
     store.close().unwrap();
     let resumed = Store::open_from(dir.path(), lazy_opts(), Some((base, last / 2))).unwrap();
