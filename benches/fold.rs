@@ -67,6 +67,18 @@ fn codec_and_apply(c: &mut Criterion) {
         let mut s = state_with(n);
         let names = names(n);
         let mut i = 0usize;
+        g.bench_function(format!("lookup_round_robin_{n}_agents"), |b| {
+            b.iter(|| {
+                i = (i + 7919) % n;
+                s.agents().position(black_box(&names[i]))
+            })
+        });
+        g.bench_function(format!("name_only_round_robin_{n}_agents"), |b| {
+            b.iter(|| {
+                i = (i + 7919) % n;
+                black_box(names[i].as_bytes()[3])
+            })
+        });
         g.bench_function(format!("apply_heartbeat_round_robin_{n}_agents"), |b| {
             b.iter(|| {
                 i = (i + 7919) % n;
