@@ -5,5 +5,6 @@
 //! snapshots make reopening cheap and publish schema-v4 `registry.json`;
 //! compaction drops what retention no longer needs.
 
+pub mod bench;
 pub mod model;
 pub mod time;
