@@ -419,12 +419,12 @@ pub fn report_from(
 /// rewrite baseline in `<dir>/json-baseline` for the same time.
 pub fn run_heartbeats_on(
     cfg: &HeartbeatBenchConfig,
-    make_primary: impl FnOnce(&Path) -> Result<Box<dyn HeartbeatTarget>>,
+    make_primary: impl FnOnce(&Path, &HeartbeatBenchConfig) -> Result<Box<dyn HeartbeatTarget>>,
 ) -> Result<HeartbeatReport> {
     cfg.validate()?;
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
     let machine = MachineInfo::probe(&root)?;
-    let mut primary = make_primary(&root)?;
+    let mut primary = make_primary(&root, cfg)?;
     let main = run_target(primary.as_mut(), cfg)?;
     drop(primary);
     let baseline = if cfg.compare {

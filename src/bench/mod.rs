@@ -21,7 +21,9 @@ pub mod baseline;
 pub mod heartbeats;
 pub mod latency;
 pub mod machine;
+pub mod reports;
 pub mod rss;
+pub mod scaling;
 
 use std::path::PathBuf;
 
