@@ -6,5 +6,9 @@
 //! compaction drops what retention no longer needs.
 
 pub mod bench;
+pub mod error;
+pub mod log;
 pub mod model;
 pub mod time;
+
+pub use error::{Error, Result};

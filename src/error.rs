@@ -1,0 +1,74 @@
+//! The crate-wide error type. Every variant names what went wrong and where
+//! (file, offset, LSN) so a caller can act on it without guessing. Other
+//! modules keep their own error enums and convert into this one via `#[from]`.
+
+use std::path::PathBuf;
+
+/// A log sequence number (see `crate::log::Lsn`).
+type Lsn = u64;
+
+/// The crate `Result`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn fmt_lsn(lsn: &Option<Lsn>) -> String {
+    match lsn {
+        Some(l) => format!("lsn {l}"),
+        None => "lsn unknown".to_string(),
+    }
+}
+
+/// Everything that can fail in agentlog's storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system I/O error on a named file or directory.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the writer lock.
+    #[error("log {} is locked by another writer (pid {pid})", path.display())]
+    Locked { pid: u32, path: PathBuf },
+    /// Damaged data that recovery must not paper over.
+    #[error("corrupt log: segment {}, offset {offset}, {}: {reason}", segment.display(), fmt_lsn(lsn))]
+    Corrupt {
+        segment: PathBuf,
+        offset: u64,
+        lsn: Option<Lsn>,
+        reason: String,
+    },
+    /// A payload larger than `LogOptions::max_record_size`.
+    #[error("record of {len} bytes exceeds the maximum record size of {max} bytes")]
+    RecordTooLarge { len: usize, max: u32 },
+    /// A batch whose records do not fit into one segment.
+    #[error("batch of {len} bytes does not fit into one segment ({max} bytes usable)")]
+    BatchTooLarge { len: usize, max: u64 },
+    /// The filesystem has no room for the next segment; nothing acknowledged is lost.
+    #[error("disk full: cannot allocate {} ({source})", path.display())]
+    DiskFull {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// An fsync/msync failed; the writer is poisoned and must be reopened.
+    #[error("fsync failed earlier ({detail}); the log must be reopened")]
+    FsyncFailed { detail: String },
+    /// A caller passed an argument the log cannot honour.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A failure injected by a test hook (`FaultInjection`).
+    #[error("injected failure: {0}")]
+    Injected(String),
+}
+
+impl Error {
+    /// Wrap an `io::Error` with the path it concerns; ENOSPC/EDQUOT become `DiskFull`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        let path = path.into();
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull { path, source },
+            _ => Error::Io { path, source },
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The compaction primitive: rewrite sealed segments keeping only the
+//! records a predicate keeps (with their original LSNs) into a new generation
+//! directory, then switch to it atomically through the MANIFEST.
+//!
+//! Switch protocol (crash-safe at every step): write `gen-{N+1}/` segment
+//! files (flag compacted) and fsync them and the directories; write
+//! `MANIFEST.tmp`, fsync, rename over `MANIFEST`, fsync the directory (the
+//! commit point); swap the in-memory segment list; delete the old generation
+//! and the compacted main-directory segments. `Log::open` deletes whatever a
+//! crash left of the side not named by the MANIFEST, so a reopen sees the old
+//! or the new generation, never a mix.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::manifest::{gen_dir, Manifest};
+use super::record::{encode_record, parse_at, record_size, Parsed};
+use super::segment::{self, file_name, trimmed_len, SegHeader, Segment, SEG_HDR};
+use super::{lock, Log, Lsn};
+use crate::error::{Error, Result};
+
+/// Where a test can make a compaction fail (`FaultInjection::fail_compaction_at`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionStep {
+    /// After the new generation's segment files are written, before the MANIFEST.
+    SegmentsWritten,
+    /// After `MANIFEST.tmp` is written and synced, before the rename.
+    ManifestTmpWritten,
+    /// After the switch is committed, before the old files are deleted.
+    Committed,
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompactionOutcome {
+    /// The generation now current (unchanged if there was nothing to do).
+    pub generation: u64,
+    /// LSNs below this now live in the generation's segments.
+    pub compacted_end: Lsn,
+    pub segments_in: usize,
+    pub segments_out: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_kept: u64,
+    pub records_dropped: u64,
+}
+
+/// Writes compacted segments (standalone records, no batches) into one directory.
+pub(crate) struct GenWriter<'a> {
+    dir: PathBuf,
+    seg_size: usize,
+    cur: Option<(BufWriter<File>, PathBuf, usize, u64)>,
+    pub files: Vec<(Lsn, u64)>,
+    pub bytes: u64,
+    ids: &'a AtomicU64,
+}
+
+impl<'a> GenWriter<'a> {
+    pub fn new(dir: &Path, seg_size: u64, ids: &'a AtomicU64) -> Result<GenWriter<'a>> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        Ok(GenWriter {
+            dir: dir.to_path_buf(),
+            seg_size: seg_size as usize,
+            cur: None,
+            files: Vec::new(),
+            bytes: 0,
+            ids,
+        })
+    }
+
+    pub fn push(&mut self, lsn: Lsn, payload: &[u8]) -> Result<()> {
+        let size = record_size(payload.len());
+        let full = match &self.cur {
+            Some((_, _, used, _)) => used + size + 16 > self.seg_size,
+            None => true,
+        };
+        if full {
+            self.finish_current()?;
+            let id = self.ids.fetch_add(1, Ordering::AcqRel);
+            let path = self.dir.join(file_name(lsn));
+            let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+            let mut w = BufWriter::with_capacity(1 << 16, f);
+            w.write_all(&SegHeader::new(id, lsn, true).encode())
+                .map_err(|e| Error::io(&path, e))?;
+            self.files.push((lsn, id));
+            self.cur = Some((w, path, SEG_HDR, id));
+        }
+        let (w, path, used, id) = self.cur.as_mut().expect("current file");
+        w.write_all(&encode_record(*id, lsn, false, payload))
+            .map_err(|e| Error::io(path.as_path(), e))?;
+        *used += size;
+        Ok(())
+    }
+
+    fn finish_current(&mut self) -> Result<()> {
+        if let Some((w, path, used, _)) = self.cur.take() {
+            let f = w
+                .into_inner()
+                .map_err(|e| Error::io(&path, e.into_error()))?;
+            let len = trimmed_len(used, usize::MAX);
+            f.set_len(len as u64)
+                .and_then(|_| f.sync_all())
+                .map_err(|e| Error::io(&path, e))?;
+            self.bytes += len as u64;
+        }
+        Ok(())
+    }
+
+    /// Close the last file and fsync the directory.
+    pub fn finish(mut self) -> Result<(Vec<(Lsn, u64)>, u64)> {
+        self.finish_current()?;
+        segment::sync_dir(&self.dir)?;
+        Ok((self.files, self.bytes))
+    }
+}
+
+impl Log {
+    /// Rewrite every sealed segment entirely below `upto` (and the current
+    /// generation's segments) keeping the records for which `keep(lsn,
+    /// payload)` is true, with their original LSNs, as a new generation.
+    /// Appends and views continue meanwhile; views taken before keep seeing
+    /// the old segments.
+    pub fn compact_sealed(
+        &self,
+        upto: Lsn,
+        keep: &mut dyn FnMut(Lsn, &[u8]) -> bool,
+    ) -> Result<CompactionOutcome> {
+        let inner = &*self.inner;
+        inner.check_poison()?;
+        let mut g = lock(&inner.gen);
+        let limit = upto.min(inner.sealed_end.load(Ordering::Acquire));
+        let segs = lock(&inner.segs).clone();
+        // Inputs: the generation's segments plus main segments whose successor starts <= limit.
+        let mut inputs: Vec<Arc<Segment>> = Vec::new();
+        let mut new_end = g.compacted_end;
+        for (i, s) in segs.iter().enumerate() {
+            if s.hdr.compacted() {
+                inputs.push(s.clone());
+                continue;
+            }
+            match segs.get(i + 1) {
+                Some(next) if next.hdr.first_lsn <= limit => {
+                    new_end = next.hdr.first_lsn;
+                    inputs.push(s.clone());
+                }
+                _ => break,
+            }
+        }
+        let mut out = CompactionOutcome {
+            generation: g.generation,
+            compacted_end: g.compacted_end,
+            segments_in: inputs.len(),
+            ..Default::default()
+        };
+        if inputs.is_empty() {
+            return Ok(out);
+        }
+        let generation = g.generation + 1;
+        let gdir = gen_dir(&inner.dir, generation);
+        if gdir.exists() {
+            fs::remove_dir_all(&gdir).map_err(|e| Error::io(&gdir, e))?;
+        }
+        let mut w = GenWriter::new(&gdir, inner.opts.segment_size, &inner.next_segment_id)?;
+        for s in &inputs {
+            let bytes = s.published();
+            out.bytes_before += bytes.len() as u64;
+            let mut off = SEG_HDR;
+            loop {
+                match parse_at(bytes, off, s.hdr.segment_id) {
+                    Parsed::Record {
+                        lsn, payload, next, ..
+                    } => {
+                        if keep(lsn, payload) {
+                            w.push(lsn, payload)?;
+                            out.records_kept += 1;
+                        } else {
+                            out.records_dropped += 1;
+                        }
+                        off = next;
+                    }
+                    Parsed::End => break,
+                    Parsed::Bad { reason, lsn } => {
+                        return Err(Error::Corrupt {
+                            segment: s.path.clone(),
+                            offset: off as u64,
+                            lsn,
+                            reason: format!("{reason} (found while compacting)"),
+                        })
+                    }
+                }
+            }
+        }
+        let (files, bytes_after) = w.finish()?;
+        segment::sync_dir(&inner.dir)?;
+        inner.inject(CompactionStep::SegmentsWritten)?;
+        let manifest = Manifest {
+            generation,
+            compacted_end: new_end,
+            next_segment_id: inner.next_segment_id.load(Ordering::Acquire),
+            segments: files.clone(),
+        };
+        manifest.store(&inner.dir, || {
+            inner.inject(CompactionStep::ManifestTmpWritten)
+        })?;
+        // Committed: swap the in-memory list.
+        let mut new_segs: Vec<Arc<Segment>> = Vec::new();
+        for (lsn, _) in &files {
+            let s = Segment::open(&gdir.join(file_name(*lsn)), false)?;
+            let sc = super::recovery::scan(s.map.bytes(s.map.len()), &s.hdr, 0);
+            s.end.store(sc.end, Ordering::Release);
+            new_segs.push(Arc::new(s));
+        }
+        let old_gen = g.generation;
+        {
+            let mut cur = lock(&inner.segs);
+            let rest = cur
+                .iter()
+                .filter(|s| !s.hdr.compacted() && s.hdr.first_lsn >= new_end)
+                .cloned();
+            let v: Vec<Arc<Segment>> = new_segs.into_iter().chain(rest).collect();
+            *cur = Arc::new(v);
+        }
+        g.generation = generation;
+        g.compacted_end = new_end;
+        out.generation = generation;
+        out.compacted_end = new_end;
+        out.segments_out = files.len();
+        out.bytes_after = bytes_after;
+        inner.inject(CompactionStep::Committed)?;
+        // Delete what the new generation replaces (open would do it after a crash).
+        if old_gen > 0 {
+            let old = gen_dir(&inner.dir, old_gen);
+            fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+        }
+        for s in inputs.iter().filter(|s| !s.hdr.compacted()) {
+            fs::remove_file(&s.path).map_err(|e| Error::io(&s.path, e))?;
+        }
+        segment::sync_dir(&inner.dir)?;
+        Ok(out)
+    }
+}
+
+impl super::Inner {
+    fn inject(&self, step: CompactionStep) -> Result<()> {
+        if self.opts.faults.fail_compaction_at == Some(step) {
+            return Err(Error::Injected(format!("compaction failure at {step:?}")));
+        }
+        Ok(())
+    }
+}

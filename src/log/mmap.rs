@@ -1,0 +1,150 @@
+//! The only `unsafe` code of agentlog: memory maps of segment files and the
+//! raw syscalls (`fallocate`, `flock`) the log needs.
+//!
+//! # Safety argument
+//!
+//! A [`Map`] wraps a `memmap2::MmapRaw` (a raw pointer + length, never a
+//! long-lived `&mut [u8]`). The log's protocol divides every map in two:
+//!
+//! * the **published prefix** `[0, end)` where `end` is a segment's committed
+//!   end, stored with `Release` by the single writer and loaded with `Acquire`
+//!   by views. Published bytes are immutable for as long as any view can see
+//!   them: the writer only writes at offsets `>= end`, and the only code that
+//!   rewrites published-looking bytes (tail recovery zeroing) runs in
+//!   `Log::open` before any view exists, on bytes that never validated.
+//! * the **unpublished suffix** `[end, len)`, written only by the writer while
+//!   holding the writer mutex, so there is exactly one writer and no reader
+//!   of those bytes in this process.
+//!
+//! Hence `bytes(end)` hands out `&[u8]` only for the published prefix and
+//! `write`/`fill`/`zero` assert that they stay inside the map; callers (all in
+//! `crate::log`) only ever pass offsets in the unpublished suffix. Slices handed
+//! out never overlap a region being written.
+//!
+//! Files are never truncated below a published end while mapped: sealing trims
+//! to `round_up(used + 16, 4096)` (>= the end marker a reader inspects), and
+//! compaction unlinks files (the mapping stays valid until dropped). Another
+//! process (a `LogReader`) reads the same file through its own read-only map
+//! and validates every record by CRC before showing it, so a torn concurrent
+//! write is simply "not yet there". We assume, as every mmap-based store does,
+//! that no foreign process modifies a log's published bytes.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::ptr;
+
+use memmap2::{MmapOptions, MmapRaw};
+
+/// A shared or read-only mapping of a whole file (see the module safety argument).
+pub(crate) struct Map {
+    raw: MmapRaw,
+}
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Map({} bytes)", self.raw.len())
+    }
+}
+
+impl Map {
+    /// Map `len` bytes of `file` read-write (shared).
+    pub fn map_rw(file: &File, len: usize) -> io::Result<Map> {
+        let raw = MmapOptions::new().len(len).map_raw(file)?;
+        Ok(Map { raw })
+    }
+
+    /// Map `len` bytes of `file` read-only (readers in other processes, verify).
+    pub fn map_ro(file: &File, len: usize) -> io::Result<Map> {
+        if len == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "empty file"));
+        }
+        let raw = MmapOptions::new().len(len).map_raw_read_only(file)?;
+        Ok(Map { raw })
+    }
+
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// The published prefix `[0, end)`.
+    pub fn bytes(&self, end: usize) -> &[u8] {
+        assert!(end <= self.raw.len(), "published end beyond map");
+        // SAFETY: in bounds (asserted); the prefix is immutable while views
+        // exist (module safety argument), and the map outlives `&self`.
+        unsafe { std::slice::from_raw_parts(self.raw.as_ptr(), end) }
+    }
+
+    /// Copy `data` to `off` (unpublished region; writer only).
+    pub fn write(&self, off: usize, data: &[u8]) {
+        assert!(off + data.len() <= self.raw.len(), "write beyond map");
+        // SAFETY: in bounds; the target region is unpublished and written
+        // only by the single writer holding the writer mutex; `data` cannot
+        // alias it (it is not handed out as a slice yet).
+        unsafe {
+            ptr::copy_nonoverlapping(data.as_ptr(), self.raw.as_mut_ptr().add(off), data.len())
+        }
+    }
+
+    /// Let `f` fill `len` bytes at `off` in place (unpublished region; writer only).
+    pub fn fill<R>(&self, off: usize, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        assert!(off + len <= self.raw.len(), "fill beyond map");
+        // SAFETY: in bounds; unpublished and exclusively owned by the writer
+        // (see `write`), so this `&mut` aliases nothing for its lifetime.
+        let buf = unsafe { std::slice::from_raw_parts_mut(self.raw.as_mut_ptr().add(off), len) };
+        f(buf)
+    }
+
+    /// Zero `len` bytes at `off` (recovery before any view exists, or unpublished).
+    pub fn zero(&self, off: usize, len: usize) {
+        assert!(off + len <= self.raw.len(), "zero beyond map");
+        // SAFETY: as for `write`.
+        unsafe { ptr::write_bytes(self.raw.as_mut_ptr().add(off), 0, len) }
+    }
+
+    /// msync(MS_SYNC) of `[off, off+len)`: returns once those bytes are on disk.
+    pub fn flush(&self, off: usize, len: usize) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.raw.flush_range(off, len)
+    }
+}
+
+/// Allocate real blocks for `[0, len)` of `file` (not a sparse hole, so a write
+/// through the map can never SIGBUS on a full disk). Falls back to
+/// `posix_fallocate` where `fallocate` is not supported.
+pub(crate) fn fallocate(file: &File, len: u64) -> io::Result<()> {
+    let fd = file.as_raw_fd();
+    let len = len as libc::off_t;
+    // SAFETY: plain syscall on a valid open fd.
+    let rc = unsafe { libc::fallocate(fd, 0, 0, len) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        // SAFETY: plain syscall on a valid open fd.
+        let rc = unsafe { libc::posix_fallocate(fd, 0, len) };
+        if rc == 0 {
+            return Ok(());
+        }
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Err(err)
+}
+
+/// Try to take an exclusive `flock` without blocking. `Ok(false)` = held elsewhere.
+pub(crate) fn try_flock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: plain syscall on a valid open fd.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}

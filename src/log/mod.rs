@@ -1,0 +1,906 @@
+//! The log engine: an append-only sequence of checksummed records in
+//! memory-mapped, preallocated segment files (see FORMAT.md for the bytes).
+//!
+//! Invariants:
+//! * one writer process (`LOCK` flock); inside it, one writer at a time
+//!   (the `writer` mutex); records get consecutive LSNs starting at 1;
+//! * bytes are published by storing a segment's end with `Release` after they
+//!   were written; views load it with `Acquire` and never see partial batches;
+//! * `Durable` returns only after an msync covering the record (group commit:
+//!   one leader syncs for everyone waiting); a failed sync poisons the log;
+//! * sealed segments are fully synced and trimmed before the next segment is
+//!   installed, so only the newest segment can hold a torn tail;
+//! * recovery cuts a torn tail (saving it to `.broken`) but refuses corruption.
+
+mod compaction;
+mod lock;
+mod manifest;
+mod mmap;
+mod reader;
+pub mod record;
+mod recovery;
+pub mod segment;
+mod verify;
+mod view;
+
+use std::fs;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub use compaction::{CompactionOutcome, CompactionStep};
+pub use reader::LogReader;
+pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
+pub use view::{LogIter, LogView, RecordRef};
+
+use crate::error::{Error, Result};
+use manifest::Manifest;
+use record::{encode_header, hasher_for, record_size, CONT, MAX_PAYLOAD, REC_HDR};
+use segment::{Prepared, Segment, SEG_HDR};
+
+/// A log sequence number. The first record of a new log is 1; 0 means "nothing".
+pub type Lsn = u64;
+
+/// How durable an append must be before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Returns once the bytes are in the map (written back by the flusher or the OS).
+    Lazy,
+    /// Returns after an msync that covers the record.
+    Durable,
+}
+
+/// What `Log::open` does with bad records.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RecoveryMode {
+    /// Cut a torn tail of the newest segment (saved to `.broken`); refuse corruption.
+    #[default]
+    TolerateTail,
+    /// Any bad record (even a torn tail) is an error.
+    Absolute,
+}
+
+/// Test hooks that inject failures (all off by default).
+#[derive(Debug, Clone, Default)]
+pub struct FaultInjection {
+    /// Bytes the segment allocator may still preallocate; past that it fails with ENOSPC.
+    pub disk_budget: Option<u64>,
+    /// Make every msync/fsync of appended data fail.
+    pub fail_syncs: bool,
+    /// Fail a compaction at this step.
+    pub fail_compaction_at: Option<CompactionStep>,
+}
+
+/// Options of a writer.
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// Preallocated size of a segment (multiple of 4096). Default 64 MiB.
+    pub segment_size: u64,
+    /// Largest payload accepted. Default 1 MiB.
+    pub max_record_size: u32,
+    /// Background writeback of `Lazy` appends. Default every 200 ms; None = leave it to the OS.
+    pub flush_interval: Option<Duration>,
+    /// Recovery mode of `open`.
+    pub recovery: RecoveryMode,
+    /// Wait this long for another writer's lock; None = fail at once.
+    pub lock_timeout: Option<Duration>,
+    /// Prepare the next segment in the background at 75% fill. Default true.
+    pub prepare_ahead: bool,
+    /// Test hooks.
+    pub faults: FaultInjection,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            segment_size: 64 << 20,
+            max_record_size: 1 << 20,
+            flush_interval: Some(Duration::from_millis(200)),
+            recovery: RecoveryMode::TolerateTail,
+            lock_timeout: None,
+            prepare_ahead: true,
+            faults: FaultInjection::default(),
+        }
+    }
+}
+
+/// A torn tail cut by recovery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailCut {
+    pub segment: PathBuf,
+    pub offset: u64,
+    pub lsn: Option<Lsn>,
+    /// Bytes removed (copied to `broken_copy`).
+    pub bytes: u64,
+    pub reason: String,
+    pub broken_copy: PathBuf,
+}
+
+/// What `Log::open` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub segments: usize,
+    pub records: u64,
+    pub first_lsn: Option<Lsn>,
+    pub last_lsn: Option<Lsn>,
+    pub generation: u64,
+    /// Torn tails cut (at most one: the newest segment's).
+    pub cut: Vec<TailCut>,
+    /// Leftovers of crashed compactions/rotations that were deleted.
+    pub removed: Vec<PathBuf>,
+}
+
+/// A snapshot of the log's shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogStats {
+    pub segments: usize,
+    /// Used bytes over all live segments (headers included).
+    pub bytes: u64,
+    pub first_lsn: Option<Lsn>,
+    pub last_lsn: Option<Lsn>,
+    pub next_lsn: Lsn,
+    pub synced_lsn: Lsn,
+    pub sealed_end_lsn: Lsn,
+    pub generation: u64,
+    pub compacted_end: Lsn,
+}
+
+struct Writer {
+    active: Arc<Segment>,
+    write_off: usize,
+    next_lsn: Lsn,
+    prepared: Option<JoinHandle<Result<Prepared>>>,
+}
+
+struct SyncState {
+    synced: Lsn,
+    in_flight: bool,
+}
+
+struct GenState {
+    generation: u64,
+    compacted_end: Lsn,
+}
+
+struct Inner {
+    dir: PathBuf,
+    opts: LogOptions,
+    _lock: lock::LockFile,
+    writer: Mutex<Writer>,
+    segs: Mutex<Arc<Vec<Arc<Segment>>>>,
+    last_lsn: AtomicU64,
+    sealed_end: AtomicU64,
+    next_segment_id: AtomicU64,
+    sync: Mutex<SyncState>,
+    sync_cv: Condvar,
+    poison: OnceLock<String>,
+    gen: Mutex<GenState>,
+    budget: Option<Arc<AtomicI64>>,
+}
+
+/// A writer over one log directory. `Send + Sync`; all methods take `&self`.
+pub struct Log {
+    inner: Arc<Inner>,
+    flusher: Option<(mpsc::Sender<()>, JoinHandle<()>)>,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log").field("dir", &self.inner.dir).finish()
+    }
+}
+
+/// Lock a mutex, ignoring poisoning: every critical section leaves the state
+/// consistent before anything that can panic (a panicking `fill` closure
+/// publishes nothing).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn check_options(o: &LogOptions) -> Result<()> {
+    let bad = |m: String| Err(Error::InvalidArgument(m));
+    if o.segment_size % 4096 != 0 || o.segment_size < 8192 {
+        return bad(format!(
+            "segment_size {} must be a multiple of 4096 and at least 8192",
+            o.segment_size
+        ));
+    }
+    if o.max_record_size == 0 || o.max_record_size > MAX_PAYLOAD {
+        return bad(format!(
+            "max_record_size {} out of range",
+            o.max_record_size
+        ));
+    }
+    if (SEG_HDR + record_size(o.max_record_size as usize) + REC_HDR) as u64 > o.segment_size {
+        return bad(format!(
+            "max_record_size {} does not fit into segment_size {}",
+            o.max_record_size, o.segment_size
+        ));
+    }
+    Ok(())
+}
+
+impl Log {
+    /// Open (or create) the log in `dir`, taking the writer lock and recovering.
+    pub fn open(dir: &Path, opts: LogOptions) -> Result<(Log, RecoveryReport)> {
+        check_options(&opts)?;
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let lockf = lock::acquire(dir, opts.lock_timeout)?;
+        let opened = recovery_open(dir, &opts)?;
+        let budget = opts
+            .faults
+            .disk_budget
+            .map(|b| Arc::new(AtomicI64::new(b as i64)));
+        let last = opened.next_lsn - 1;
+        let sealed_end = opened.active.hdr.first_lsn;
+        let inner = Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            writer: Mutex::new(Writer {
+                write_off: opened.active.end(),
+                active: opened.active,
+                next_lsn: opened.next_lsn,
+                prepared: None,
+            }),
+            segs: Mutex::new(Arc::new(opened.segs)),
+            last_lsn: AtomicU64::new(last),
+            sealed_end: AtomicU64::new(sealed_end),
+            next_segment_id: AtomicU64::new(opened.next_segment_id),
+            sync: Mutex::new(SyncState {
+                synced: last,
+                in_flight: false,
+            }),
+            sync_cv: Condvar::new(),
+            poison: OnceLock::new(),
+            gen: Mutex::new(GenState {
+                generation: opened.manifest.generation,
+                compacted_end: opened.manifest.compacted_end,
+            }),
+            budget,
+            opts,
+            _lock: lockf,
+        });
+        let flusher = inner.opts.flush_interval.map(|every| {
+            let (tx, rx) = mpsc::channel::<()>();
+            let weak: Weak<Inner> = Arc::downgrade(&inner);
+            let h = std::thread::Builder::new()
+                .name("agentlog-flush".into())
+                .spawn(move || {
+                    while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                        let Some(inner) = weak.upgrade() else { break };
+                        let last = inner.last_lsn.load(Ordering::Acquire);
+                        if inner.poison.get().is_none() && lock(&inner.sync).synced < last {
+                            // An error poisons the log; appenders report it.
+                            let _ = inner.wait_durable(last);
+                        }
+                    }
+                })
+                .expect("spawn flusher thread");
+            (tx, h)
+        });
+        Ok((Log { inner, flusher }, opened.report))
+    }
+
+    /// Append one record.
+    pub fn append(&self, payload: &[u8], d: Durability) -> Result<Lsn> {
+        self.append_with(payload.len(), d, |buf| buf.copy_from_slice(payload))
+    }
+
+    /// Append one record of `len` bytes, letting `fill` write the payload
+    /// directly into the map (no intermediate buffer).
+    pub fn append_with(
+        &self,
+        len: usize,
+        d: Durability,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Result<Lsn> {
+        let inner = &*self.inner;
+        inner.check_len(len)?;
+        let lsn = {
+            let mut w = inner.writer_for(record_size(len))?;
+            let lsn = w.next_lsn;
+            let off = w.write_off;
+            inner.write_record(&w, off, lsn, len, false, fill);
+            inner.publish(&mut w, off + record_size(len), lsn);
+            lsn
+        };
+        if d == Durability::Durable {
+            inner.wait_durable(lsn)?;
+        }
+        Ok(lsn)
+    }
+
+    /// Append several records as one batch: recovery keeps all or none of them.
+    pub fn append_batch(&self, payloads: &[&[u8]], d: Durability) -> Result<RangeInclusive<Lsn>> {
+        let inner = &*self.inner;
+        if payloads.is_empty() {
+            return Err(Error::InvalidArgument("empty batch".into()));
+        }
+        let mut total = 0;
+        for p in payloads {
+            inner.check_len(p.len())?;
+            total += record_size(p.len());
+        }
+        let (first, last) = {
+            let mut w = inner.writer_for(total)?;
+            let first = w.next_lsn;
+            let mut off = w.write_off;
+            for (i, p) in payloads.iter().enumerate() {
+                let cont = i + 1 < payloads.len();
+                inner.write_record(&w, off, first + i as u64, p.len(), cont, |b| {
+                    b.copy_from_slice(p)
+                });
+                off += record_size(p.len());
+            }
+            let last = first + payloads.len() as u64 - 1;
+            inner.publish(&mut w, off, last);
+            (first, last)
+        };
+        if d == Durability::Durable {
+            inner.wait_durable(last)?;
+        }
+        Ok(first..=last)
+    }
+
+    /// Make everything appended so far durable.
+    pub fn sync(&self) -> Result<()> {
+        let last = self.inner.last_lsn.load(Ordering::Acquire);
+        self.inner.wait_durable(last)
+    }
+
+    /// Group-commit wait: returns once `lsn` is on disk (sharing fsyncs with
+    /// other waiting threads).
+    pub fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        if lsn > self.inner.last_lsn.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(format!(
+                "lsn {lsn} has not been appended"
+            )));
+        }
+        self.inner.wait_durable(lsn)
+    }
+
+    /// The LSN the next append will get.
+    pub fn next_lsn(&self) -> Lsn {
+        self.inner.last_lsn.load(Ordering::Acquire) + 1
+    }
+
+    /// The last appended LSN, if any record was ever appended.
+    pub fn last_lsn(&self) -> Option<Lsn> {
+        match self.inner.last_lsn.load(Ordering::Acquire) {
+            0 => None,
+            l => Some(l),
+        }
+    }
+
+    /// The highest LSN known durable (0 = none).
+    pub fn synced_lsn(&self) -> Lsn {
+        lock(&self.inner.sync).synced
+    }
+
+    /// A consistent snapshot of the committed records.
+    pub fn view(&self) -> LogView {
+        let segs = lock(&self.inner.segs).clone();
+        LogView::new(segs.iter().map(|s| (s.clone(), s.end())).collect())
+    }
+
+    /// The log directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Counts and LSN bounds.
+    pub fn stats(&self) -> LogStats {
+        let view = self.view();
+        let (generation, compacted_end) = {
+            let g = lock(&self.inner.gen);
+            (g.generation, g.compacted_end)
+        };
+        let last = self.inner.last_lsn.load(Ordering::Acquire);
+        LogStats {
+            segments: view.segment_count(),
+            bytes: view.bytes(),
+            first_lsn: view.iter_from(0).next().and_then(|r| r.ok()).map(|r| r.lsn),
+            last_lsn: (last > 0).then_some(last),
+            next_lsn: last + 1,
+            synced_lsn: self.synced_lsn(),
+            sealed_end_lsn: self.sealed_end_lsn(),
+            generation,
+            compacted_end,
+        }
+    }
+
+    /// LSNs below this are in sealed (immutable) segments.
+    pub fn sealed_end_lsn(&self) -> Lsn {
+        self.inner.sealed_end.load(Ordering::Acquire)
+    }
+
+    /// Seal the active segment now and start a new one (no-op if it is empty).
+    pub fn seal_active(&self) -> Result<()> {
+        let inner = &*self.inner;
+        inner.check_poison()?;
+        let mut w = lock(&inner.writer);
+        if w.write_off == SEG_HDR {
+            return Ok(());
+        }
+        inner.rotate(&mut w)
+    }
+
+    /// Sync and release the lock.
+    pub fn close(mut self) -> Result<()> {
+        let r = self.sync();
+        self.stop_flusher();
+        r
+    }
+
+    fn stop_flusher(&mut self) {
+        if let Some((tx, h)) = self.flusher.take() {
+            drop(tx);
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let w = self.writer.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = w.prepared.take() {
+            if let Ok(Ok(p)) = h.join() {
+                p.discard();
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn check_poison(&self) -> Result<()> {
+        match self.poison.get() {
+            Some(d) => Err(Error::FsyncFailed { detail: d.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn poison_with(&self, e: &Error) -> Error {
+        let _ = self.poison.set(e.to_string());
+        tracing::error!(dir = %self.dir.display(), error = %e, "log poisoned");
+        Error::FsyncFailed {
+            detail: self.poison.get().cloned().unwrap_or_default(),
+        }
+    }
+
+    fn check_len(&self, len: usize) -> Result<()> {
+        if len == 0 {
+            return Err(Error::InvalidArgument(
+                "empty payloads are not allowed".into(),
+            ));
+        }
+        if len > self.opts.max_record_size as usize {
+            return Err(Error::RecordTooLarge {
+                len,
+                max: self.opts.max_record_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Lock the writer with room for `need` bytes in the active segment.
+    fn writer_for(&self, need: usize) -> Result<MutexGuard<'_, Writer>> {
+        self.check_poison()?;
+        let usable = self.opts.segment_size as usize - SEG_HDR - REC_HDR;
+        if need > usable {
+            return Err(Error::BatchTooLarge {
+                len: need,
+                max: usable as u64,
+            });
+        }
+        let mut w = lock(&self.writer);
+        if w.write_off + need > w.active.map.len() {
+            self.rotate(&mut w)?;
+        }
+        Ok(w)
+    }
+
+    fn write_record(
+        &self,
+        w: &Writer,
+        off: usize,
+        lsn: Lsn,
+        len: usize,
+        cont: bool,
+        fill: impl FnOnce(&mut [u8]),
+    ) {
+        let map = &w.active.map;
+        let len_flags = len as u32 | if cont { CONT } else { 0 };
+        let mut h = hasher_for(w.active.hdr.segment_id, len_flags, lsn);
+        map.fill(off + REC_HDR, record_size(len) - REC_HDR, |buf| {
+            let (payload, pad) = buf.split_at_mut(len);
+            fill(payload);
+            pad.fill(0);
+            h.update(payload);
+        });
+        map.write(off, &encode_header(len_flags, h.finalize(), lsn));
+    }
+
+    fn publish(&self, w: &mut Writer, end: usize, last: Lsn) {
+        w.write_off = end;
+        w.next_lsn = last + 1;
+        w.active.end.store(end, Ordering::Release);
+        self.last_lsn.store(last, Ordering::Release);
+        if self.opts.prepare_ahead && w.prepared.is_none() && end > w.active.map.len() / 4 * 3 {
+            let id = self.next_segment_id.fetch_add(1, Ordering::AcqRel);
+            let dir = self.dir.clone();
+            let size = self.opts.segment_size;
+            let budget = self.budget.clone();
+            w.prepared = Some(std::thread::spawn(move || {
+                segment::prepare(&dir, id, size, budget.as_deref())
+            }));
+        }
+    }
+
+    /// Seal the active segment and install the next one (writer lock held).
+    fn rotate(&self, w: &mut Writer) -> Result<()> {
+        let prepared = match w.prepared.take() {
+            Some(h) => h.join().unwrap_or_else(|_| {
+                Err(Error::InvalidArgument(
+                    "segment preparation panicked".into(),
+                ))
+            })?,
+            None => {
+                let id = self.next_segment_id.fetch_add(1, Ordering::AcqRel);
+                segment::prepare(
+                    &self.dir,
+                    id,
+                    self.opts.segment_size,
+                    self.budget.as_deref(),
+                )?
+            }
+        };
+        if self.opts.faults.fail_syncs {
+            prepared.discard();
+            return Err(self.poison_with(&Error::Injected("sync failure".into())));
+        }
+        if let Err(e) = w.active.seal(w.write_off) {
+            prepared.discard();
+            return Err(self.poison_with(&e));
+        }
+        {
+            let mut st = lock(&self.sync);
+            st.synced = st.synced.max(w.next_lsn - 1);
+        }
+        let seg = match prepared.install(&self.dir, w.next_lsn) {
+            Ok(s) => Arc::new(s),
+            Err(e) => return Err(self.poison_with(&e)),
+        };
+        {
+            let mut segs = lock(&self.segs);
+            let mut v: Vec<Arc<Segment>> = segs.as_ref().clone();
+            v.push(seg.clone());
+            *segs = Arc::new(v);
+        }
+        w.active = seg;
+        w.write_off = SEG_HDR;
+        self.sealed_end.store(w.next_lsn, Ordering::Release);
+        Ok(())
+    }
+
+    /// Leader/follower group commit.
+    fn wait_durable(&self, lsn: Lsn) -> Result<()> {
+        let mut st = lock(&self.sync);
+        loop {
+            self.check_poison()?;
+            if st.synced >= lsn {
+                return Ok(());
+            }
+            if st.in_flight {
+                st = self.sync_cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.in_flight = true;
+            drop(st);
+            let res = self.sync_active();
+            st = lock(&self.sync);
+            st.in_flight = false;
+            match res {
+                Ok(covered) => st.synced = st.synced.max(covered),
+                Err(e) => {
+                    let err = self.poison_with(&e);
+                    self.sync_cv.notify_all();
+                    return Err(err);
+                }
+            }
+            self.sync_cv.notify_all();
+        }
+    }
+
+    /// msync the unsynced part of the active segment; returns the LSN covered.
+    fn sync_active(&self) -> Result<Lsn> {
+        let (seg, end, last) = {
+            let w = lock(&self.writer);
+            (w.active.clone(), w.write_off, w.next_lsn - 1)
+        };
+        if self.opts.faults.fail_syncs {
+            return Err(Error::Injected(format!("msync of {}", seg.path.display())));
+        }
+        let from = seg.synced.load(Ordering::Acquire) & !4095;
+        if end > from {
+            seg.map
+                .flush(from, end - from)
+                .map_err(|e| Error::io(&seg.path, e))?;
+            seg.synced.fetch_max(end, Ordering::AcqRel);
+        }
+        Ok(last)
+    }
+}
+
+/// What recovery hands to `Log::open`.
+struct Opened {
+    manifest: Manifest,
+    segs: Vec<Arc<Segment>>,
+    active: Arc<Segment>,
+    next_lsn: Lsn,
+    next_segment_id: u64,
+    report: RecoveryReport,
+}
+
+fn corrupt(seg: &Path, offset: usize, lsn: Option<Lsn>, reason: impl Into<String>) -> Error {
+    Error::Corrupt {
+        segment: seg.to_path_buf(),
+        offset: offset as u64,
+        lsn,
+        reason: reason.into(),
+    }
+}
+
+/// Delete leftovers, scan every live segment, cut a torn tail, prepare the active segment.
+fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
+    let manifest = Manifest::load(dir)?;
+    let mut report = RecoveryReport {
+        generation: manifest.generation,
+        ..Default::default()
+    };
+    let live = list_live(dir, &manifest, Some(&mut report.removed))?;
+    if !report.removed.is_empty() {
+        segment::sync_dir(dir)?;
+        for p in &report.removed {
+            tracing::info!(path = %p.display(), "removed leftover of an interrupted compaction or rotation");
+        }
+    }
+    let mut segs: Vec<Segment> = Vec::with_capacity(live.gen.len() + live.main.len());
+    let mut max_id = 0;
+    let mut prev_last: Lsn = 0;
+    for p in &live.gen {
+        let s = Segment::open(p, false)?;
+        if !s.hdr.compacted() {
+            return Err(corrupt(
+                p,
+                0,
+                None,
+                "segment in a generation directory is not marked compacted",
+            ));
+        }
+        let sc = recovery::scan(s.map.bytes(s.map.len()), &s.hdr, prev_last);
+        if let Some(pr) = sc.problem {
+            return Err(corrupt(p, pr.offset, pr.lsn, pr.reason));
+        }
+        if let Some(l) = sc.last_lsn {
+            if l >= manifest.compacted_end && manifest.generation > 0 {
+                return Err(corrupt(
+                    p,
+                    0,
+                    Some(l),
+                    "compacted segment holds an LSN past the compacted end",
+                ));
+            }
+            prev_last = l;
+        }
+        s.end.store(sc.end, Ordering::Release);
+        report.records += sc.records;
+        report.first_lsn = report.first_lsn.or(sc.first_lsn);
+        max_id = max_id.max(s.hdr.segment_id);
+        segs.push(s);
+    }
+    let mut expected = manifest.compacted_end.max(1);
+    let n_main = live.main.len();
+    for (i, p) in live.main.iter().enumerate() {
+        let newest = i + 1 == n_main;
+        let s = Segment::open(p, newest)?;
+        if s.hdr.compacted() {
+            return Err(corrupt(
+                p,
+                0,
+                None,
+                "compacted segment in the main directory",
+            ));
+        }
+        if s.hdr.first_lsn != expected {
+            return Err(corrupt(
+                p,
+                0,
+                Some(s.hdr.first_lsn),
+                format!(
+                    "segment starts at lsn {} but lsn {expected} was expected (missing records)",
+                    s.hdr.first_lsn
+                ),
+            ));
+        }
+        let sc = recovery::scan(s.map.bytes(s.map.len()), &s.hdr, expected - 1);
+        if let Some(pr) = sc.problem {
+            let tolerable = newest && pr.torn && opts.recovery == RecoveryMode::TolerateTail;
+            if !tolerable {
+                let mut reason = pr.reason.clone();
+                if newest && pr.torn {
+                    reason.push_str(" (torn tail; refused in Absolute recovery mode)");
+                } else if !newest {
+                    reason.push_str(" (in a sealed segment)");
+                }
+                return Err(corrupt(p, pr.offset, pr.lsn, reason));
+            }
+            report.cut.push(cut_tail(&s, &pr)?);
+        }
+        s.end.store(sc.end, Ordering::Release);
+        s.synced.store(sc.end, Ordering::Release);
+        report.records += sc.records;
+        report.first_lsn = report.first_lsn.or(sc.first_lsn);
+        if let Some(l) = sc.last_lsn {
+            expected = l + 1;
+        }
+        max_id = max_id.max(s.hdr.segment_id);
+        segs.push(s);
+    }
+    let mut next_segment_id = manifest.next_segment_id.max(max_id + 1).max(1);
+    let active = if n_main == 0 {
+        let id = next_segment_id;
+        next_segment_id += 1;
+        segment::prepare(dir, id, opts.segment_size, None)?.install(dir, expected)?
+    } else {
+        let s = segs.pop().expect("newest segment");
+        let end = s.end();
+        let s = if (s.map.len() as u64) < opts.segment_size {
+            s.extend_to(opts.segment_size)?
+        } else {
+            s
+        };
+        // Whatever the previous writer left in the page cache becomes durable now.
+        s.map.flush(0, end).map_err(|e| Error::io(&s.path, e))?;
+        s
+    };
+    let active = Arc::new(active);
+    let mut all: Vec<Arc<Segment>> = segs.into_iter().map(Arc::new).collect();
+    all.push(active.clone());
+    report.segments = all.len();
+    report.last_lsn = (expected > 1).then_some(expected - 1);
+    Ok(Opened {
+        manifest,
+        segs: all,
+        active,
+        next_lsn: expected,
+        next_segment_id,
+        report,
+    })
+}
+
+/// Copy a torn tail to `<segment>.broken[.N]`, zero it, sync.
+fn cut_tail(s: &Segment, pr: &recovery::Problem) -> Result<TailCut> {
+    let mut broken = PathBuf::from(format!("{}.broken", s.path.display()));
+    let mut n = 1;
+    while broken.exists() {
+        broken = PathBuf::from(format!("{}.broken.{n}", s.path.display()));
+        n += 1;
+    }
+    let bytes = &s.map.bytes(s.map.len())[pr.offset..pr.tail_end];
+    fs::write(&broken, bytes)
+        .and_then(|_| fs::File::open(&broken)?.sync_all())
+        .map_err(|e| Error::io(&broken, e))?;
+    s.map.zero(pr.offset, pr.tail_end - pr.offset);
+    s.map
+        .flush(pr.offset, pr.tail_end - pr.offset)
+        .map_err(|e| Error::io(&s.path, e))?;
+    if let Some(dir) = s.path.parent() {
+        segment::sync_dir(dir)?;
+    }
+    tracing::warn!(
+        segment = %s.path.display(),
+        offset = pr.offset,
+        lsn = ?pr.lsn,
+        bytes = pr.tail_end - pr.offset,
+        reason = %pr.reason,
+        broken = %broken.display(),
+        "cut a torn tail"
+    );
+    Ok(TailCut {
+        segment: s.path.clone(),
+        offset: pr.offset as u64,
+        lsn: pr.lsn,
+        bytes: (pr.tail_end - pr.offset) as u64,
+        reason: pr.reason.clone(),
+        broken_copy: broken,
+    })
+}
+
+/// Live segment paths of a log directory.
+pub(crate) struct Live {
+    pub gen: Vec<PathBuf>,
+    pub main: Vec<PathBuf>,
+}
+
+/// List live segments per the MANIFEST. With `removed = Some(..)` (the
+/// writer), delete leftovers and record them; readers pass `None`.
+pub(crate) fn list_live(
+    dir: &Path,
+    m: &Manifest,
+    mut removed: Option<&mut Vec<PathBuf>>,
+) -> Result<Live> {
+    let gdir = manifest::gen_dir(dir, m.generation);
+    let gen: Vec<PathBuf> = if m.generation > 0 {
+        m.segments
+            .iter()
+            .map(|(lsn, _)| gdir.join(segment::file_name(*lsn)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut main: Vec<(Lsn, PathBuf)> = Vec::new();
+    let rd = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io(dir, e))?;
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let path = ent.path();
+        let leftover = if name.ends_with(".tmp") {
+            true
+        } else if let Some(g) = manifest::parse_gen_dir(name) {
+            g != m.generation
+        } else if let Some(lsn) = segment::parse_file_name(name) {
+            if lsn < m.compacted_end {
+                true
+            } else {
+                main.push((lsn, path.clone()));
+                false
+            }
+        } else {
+            false
+        };
+        if leftover {
+            if let Some(r) = removed.as_deref_mut() {
+                let res = if path.is_dir() {
+                    fs::remove_dir_all(&path)
+                } else {
+                    fs::remove_file(&path)
+                };
+                res.map_err(|e| Error::io(&path, e))?;
+                r.push(path);
+            }
+        }
+    }
+    if m.generation > 0 {
+        if let Some(r) = removed {
+            // Files in the current generation directory that the MANIFEST does not list.
+            let rd = fs::read_dir(&gdir).map_err(|e| Error::io(&gdir, e))?;
+            let mut any = false;
+            for ent in rd {
+                let path = ent.map_err(|e| Error::io(&gdir, e))?.path();
+                if !gen.contains(&path) {
+                    fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                    r.push(path);
+                    any = true;
+                }
+            }
+            if any {
+                segment::sync_dir(&gdir)?;
+            }
+        }
+    }
+    main.sort();
+    Ok(Live {
+        gen,
+        main: main.into_iter().map(|(_, p)| p).collect(),
+    })
+}

@@ -1,0 +1,252 @@
+//! Scanning segments: where the valid data ends and what lies after it.
+//!
+//! `scan` walks a segment from its header, checking every record (CRC, LSN
+//! sequence, padding) and batch boundaries. It returns the offset after the
+//! last whole batch and, if anything but zeros follows, a `Problem`
+//! classified as a **torn tail** (nothing valid follows the first bad offset:
+//! a crash mid-write) or **corruption** (a valid record of this segment follows
+//! a bad one, or a valid record is out of sequence). `walk` is the
+//! resynchronising variant used by verify and salvage: it reports every bad
+//! stretch and keeps going from the next valid record.
+
+use super::record::u64_at;
+use super::record::{all_zero, last_nonzero, parse_at, Parsed, CONT, LEN_MASK, REC_HDR};
+use super::segment::{SegHeader, SEG_HDR};
+
+/// Something other than zeros after the last whole batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Offset of the first bad byte range (or the unterminated batch's start).
+    pub offset: usize,
+    pub lsn: Option<u64>,
+    pub reason: String,
+    /// True: nothing valid follows (a torn write). False: corruption.
+    pub torn: bool,
+    /// End of the nonzero tail (`offset..tail_end` is what a cut removes).
+    pub tail_end: usize,
+}
+
+/// Result of scanning one segment.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// Offset after the last whole batch.
+    pub end: usize,
+    pub first_lsn: Option<u64>,
+    pub last_lsn: Option<u64>,
+    pub records: u64,
+    pub problem: Option<Problem>,
+}
+
+/// Does a valid record of this segment start somewhere in `(from, len)`?
+/// `min_lsn` is the smallest LSN a genuine later record could have.
+pub fn find_valid_after(
+    bytes: &[u8],
+    from: usize,
+    hdr: &SegHeader,
+    min_lsn: u64,
+) -> Option<(usize, u64)> {
+    let mut p = (from + 8) & !7;
+    while p + REC_HDR <= bytes.len() {
+        let lf = u32::from_le_bytes(bytes[p..p + 4].try_into().expect("4"));
+        if lf != 0 && lf & !(LEN_MASK | CONT) == 0 {
+            let lsn = u64_at(bytes, p + 8);
+            let room = (bytes.len() - p) as u64 / REC_HDR as u64;
+            let plausible = if hdr.compacted() {
+                lsn >= min_lsn
+            } else {
+                lsn >= min_lsn && lsn <= min_lsn.saturating_add(room)
+            };
+            if plausible && (lf & LEN_MASK) as usize + p + REC_HDR <= bytes.len() {
+                if let Parsed::Record { lsn, .. } = parse_at(bytes, p, hdr.segment_id) {
+                    return Some((p, lsn));
+                }
+            }
+        }
+        p += 8;
+    }
+    None
+}
+
+/// Scan a segment (`bytes` = the whole mapped file). `prev_lsn` is the last
+/// LSN before this segment (used for compacted segments' ordering).
+pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
+    let id = hdr.segment_id;
+    let compacted = hdr.compacted();
+    let mut off = SEG_HDR;
+    let mut expected = hdr.first_lsn;
+    let mut prev = prev_lsn;
+    let mut out = Scan {
+        end: SEG_HDR,
+        first_lsn: None,
+        last_lsn: None,
+        records: 0,
+        problem: None,
+    };
+    let mut batch: Option<(usize, u64, u64)> = None; // (offset, first lsn, count)
+    let stop: Option<(Option<u64>, &'static str)>;
+    loop {
+        match parse_at(bytes, off, id) {
+            Parsed::End => {
+                stop = None;
+                break;
+            }
+            Parsed::Bad { reason, lsn } => {
+                stop = Some((lsn, reason));
+                break;
+            }
+            Parsed::Record {
+                lsn, cont, next, ..
+            } => {
+                let in_seq = if compacted {
+                    lsn > prev && lsn >= hdr.first_lsn
+                } else {
+                    lsn == expected
+                };
+                if !in_seq {
+                    stop = Some((Some(lsn), "lsn out of sequence"));
+                    break;
+                }
+                let b = batch.get_or_insert((off, lsn, 0));
+                b.2 += 1;
+                if !cont {
+                    let (_, first, n) = batch.take().expect("batch");
+                    out.first_lsn.get_or_insert(first);
+                    out.last_lsn = Some(lsn);
+                    out.records += n;
+                    out.end = next;
+                }
+                prev = lsn;
+                expected = lsn + 1;
+                off = next;
+            }
+        }
+    }
+    let min_next = if compacted { prev + 1 } else { expected };
+    let cut = batch.map(|b| b.0).unwrap_or(off);
+    match stop {
+        None => {
+            if batch.is_none() && all_zero(bytes, off) {
+                return out;
+            }
+            let (offset, lsn, reason) = match batch {
+                Some((o, l, _)) => (o, Some(l), "unterminated batch at the end of data"),
+                None => (off, None, "nonzero bytes after the end-of-data marker"),
+            };
+            let torn = find_valid_after(bytes, off, hdr, min_next).is_none();
+            out.problem = Some(Problem {
+                offset,
+                lsn,
+                reason: reason.to_string(),
+                torn,
+                tail_end: last_nonzero(bytes, cut).unwrap_or(cut),
+            });
+        }
+        Some((lsn, reason)) => {
+            let (offset, lsn, reason) = match batch {
+                Some((o, l, _)) => (
+                    o,
+                    Some(l),
+                    format!("unterminated batch: record at offset {off}: {reason}"),
+                ),
+                None => (off, lsn, reason.to_string()),
+            };
+            let follower = if reason.contains("out of sequence") {
+                Some((off, 0))
+            } else {
+                find_valid_after(bytes, off, hdr, min_next)
+            };
+            let reason = match follower {
+                Some((p, l)) if p != off => {
+                    format!("{reason}; followed by a valid record at offset {p} (lsn {l})")
+                }
+                _ => reason,
+            };
+            out.problem = Some(Problem {
+                offset,
+                lsn,
+                reason,
+                torn: follower.is_none(),
+                tail_end: last_nonzero(bytes, cut).unwrap_or(cut),
+            });
+        }
+    }
+    out
+}
+
+/// A record seen by `walk`.
+pub struct Walked<'a> {
+    pub offset: usize,
+    pub lsn: u64,
+    pub cont: bool,
+    pub payload: &'a [u8],
+}
+
+/// What `walk` reports.
+pub enum Event<'a> {
+    Record(Walked<'a>),
+    /// One bad stretch: offset, the header's LSN claim, reason.
+    Bad(usize, Option<u64>, String),
+}
+
+/// Walk every valid record of a segment, resynchronising after bad stretches.
+pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl FnMut(Event<'a>)) {
+    let id = hdr.segment_id;
+    let compacted = hdr.compacted();
+    let mut off = SEG_HDR;
+    let mut min_next = if compacted {
+        prev_lsn + 1
+    } else {
+        hdr.first_lsn
+    };
+    loop {
+        let bad = match parse_at(bytes, off, id) {
+            Parsed::Record {
+                lsn,
+                cont,
+                payload,
+                next,
+            } => {
+                let ok = if compacted {
+                    lsn >= min_next
+                } else {
+                    lsn == min_next
+                };
+                if ok {
+                    on(Event::Record(Walked {
+                        offset: off,
+                        lsn,
+                        cont,
+                        payload,
+                    }));
+                    min_next = lsn + 1;
+                    off = next;
+                    continue;
+                }
+                (
+                    Some(lsn),
+                    format!("lsn out of sequence (expected {min_next})"),
+                )
+            }
+            Parsed::End => {
+                if all_zero(bytes, off) {
+                    return;
+                }
+                (
+                    None,
+                    "nonzero bytes after the end-of-data marker".to_string(),
+                )
+            }
+            Parsed::Bad { reason, lsn } => (lsn, reason.to_string()),
+        };
+        on(Event::Bad(off, bad.0, bad.1));
+        match find_valid_after(bytes, off, hdr, min_next) {
+            Some((p, lsn)) => {
+                off = p;
+                if !compacted {
+                    min_next = lsn;
+                }
+            }
+            None => return,
+        }
+    }
+}

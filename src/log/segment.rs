@@ -1,0 +1,284 @@
+//! Segment files: a 64-byte header followed by records, preallocated with
+//! `fallocate` and memory-mapped.
+//!
+//! Invariants: a segment file only ever appears under its final name
+//! (`{first_lsn:020}.seg`) with a complete, synced header (it is prepared as
+//! `next-{id}.seg.tmp` and renamed); the directory is fsynced after every
+//! create, rename and delete; `end` (published byte end) only grows and is
+//! stored with `Release` after the bytes below it were written.
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+use super::mmap::{fallocate, Map};
+use super::record::u64_at;
+use crate::error::{Error, Result};
+
+/// Segment header size; records start here.
+pub const SEG_HDR: usize = 64;
+/// Segment magic.
+pub const MAGIC: &[u8; 8] = b"AGLOGSEG";
+/// Current segment format version.
+pub const VERSION: u32 = 1;
+/// Header flag bit 0: compacted segment (LSNs increasing with gaps).
+pub const FLAG_COMPACTED: u32 = 1;
+
+/// A decoded segment header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegHeader {
+    pub version: u32,
+    pub flags: u32,
+    pub segment_id: u64,
+    pub first_lsn: u64,
+}
+
+impl SegHeader {
+    pub fn new(segment_id: u64, first_lsn: u64, compacted: bool) -> SegHeader {
+        SegHeader {
+            version: VERSION,
+            flags: if compacted { FLAG_COMPACTED } else { 0 },
+            segment_id,
+            first_lsn,
+        }
+    }
+
+    pub fn compacted(&self) -> bool {
+        self.flags & FLAG_COMPACTED != 0
+    }
+
+    pub fn encode(&self) -> [u8; SEG_HDR] {
+        let mut b = [0u8; SEG_HDR];
+        b[0..8].copy_from_slice(MAGIC);
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
+        b[12..16].copy_from_slice(&self.flags.to_le_bytes());
+        b[16..24].copy_from_slice(&self.segment_id.to_le_bytes());
+        b[24..32].copy_from_slice(&self.first_lsn.to_le_bytes());
+        let crc = crc32fast::hash(&b[..60]);
+        b[60..64].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decode and check a header; the error is the reason.
+    pub fn decode(b: &[u8]) -> std::result::Result<SegHeader, &'static str> {
+        if b.len() < SEG_HDR {
+            return Err("file shorter than a segment header");
+        }
+        if &b[0..8] != MAGIC {
+            return Err("bad segment magic");
+        }
+        let crc = u32::from_le_bytes(b[60..64].try_into().expect("4"));
+        if crc32fast::hash(&b[..60]) != crc {
+            return Err("segment header checksum mismatch");
+        }
+        let version = u32::from_le_bytes(b[8..12].try_into().expect("4"));
+        if version != VERSION {
+            return Err("unsupported segment format version");
+        }
+        let flags = u32::from_le_bytes(b[12..16].try_into().expect("4"));
+        if flags & !FLAG_COMPACTED != 0 {
+            return Err("unknown segment flags");
+        }
+        if b[32..60].iter().any(|&x| x != 0) {
+            return Err("nonzero reserved header bytes");
+        }
+        Ok(SegHeader {
+            version,
+            flags,
+            segment_id: u64_at(b, 16),
+            first_lsn: u64_at(b, 24),
+        })
+    }
+}
+
+/// `{first_lsn:020}.seg`
+pub fn file_name(first_lsn: u64) -> String {
+    format!("{first_lsn:020}.seg")
+}
+
+/// The first LSN encoded in a segment file name.
+pub fn parse_file_name(name: &str) -> Option<u64> {
+    let n = name.strip_suffix(".seg")?;
+    if n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()) {
+        n.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// fsync a directory.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// `round_up(used + 16, 4096)`, capped at `cap`: the size a sealed segment is trimmed to.
+pub fn trimmed_len(used: usize, cap: usize) -> usize {
+    ((used + 16 + 4095) & !4095).min(cap)
+}
+
+/// One mapped segment (the writer's, a reader's or verify's).
+#[derive(Debug)]
+pub(crate) struct Segment {
+    pub path: PathBuf,
+    pub hdr: SegHeader,
+    pub file: File,
+    pub map: Map,
+    /// Published end: bytes `[0, end)` hold whole, valid batches.
+    pub end: AtomicUsize,
+    /// Bytes of this segment known to be on disk.
+    pub synced: AtomicUsize,
+}
+
+impl Segment {
+    pub fn end(&self) -> usize {
+        self.end.load(Ordering::Acquire)
+    }
+
+    /// The published bytes.
+    pub fn published(&self) -> &[u8] {
+        self.map.bytes(self.end())
+    }
+
+    /// Open and map an existing segment; checks the header and the name.
+    pub fn open(path: &Path, writable: bool) -> Result<Segment> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
+        let corrupt = |reason: &str| Error::Corrupt {
+            segment: path.to_path_buf(),
+            offset: 0,
+            lsn: None,
+            reason: reason.to_string(),
+        };
+        if len < SEG_HDR {
+            return Err(corrupt("file shorter than a segment header"));
+        }
+        let map = if writable {
+            Map::map_rw(&file, len)
+        } else {
+            Map::map_ro(&file, len)
+        }
+        .map_err(|e| Error::io(path, e))?;
+        let hdr = SegHeader::decode(map.bytes(SEG_HDR)).map_err(corrupt)?;
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if parse_file_name(name) != Some(hdr.first_lsn) {
+            return Err(corrupt("file name does not match the header's first LSN"));
+        }
+        Ok(Segment {
+            path: path.to_path_buf(),
+            hdr,
+            file,
+            map,
+            end: AtomicUsize::new(SEG_HDR),
+            synced: AtomicUsize::new(0),
+        })
+    }
+
+    /// Remap after the file grew (writer reopening a trimmed newest segment).
+    pub fn extend_to(self, size: u64) -> Result<Segment> {
+        fallocate(&self.file, size)
+            .and_then(|_| self.file.sync_all())
+            .map_err(|e| Error::io(&self.path, e))?;
+        let map = Map::map_rw(&self.file, size as usize).map_err(|e| Error::io(&self.path, e))?;
+        Ok(Segment { map, ..self })
+    }
+
+    /// Seal: sync the used bytes, trim the file, sync it again.
+    pub fn seal(&self, used: usize) -> Result<()> {
+        let synced = self.synced.load(Ordering::Acquire) & !4095;
+        if used > synced {
+            self.map
+                .flush(synced, used - synced)
+                .map_err(|e| Error::io(&self.path, e))?;
+        }
+        self.file
+            .set_len(trimmed_len(used, self.map.len()) as u64)
+            .and_then(|_| self.file.sync_all())
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.synced.store(used, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// A preallocated, mapped, not yet named segment file.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub tmp: PathBuf,
+    pub file: File,
+    pub map: Map,
+    pub segment_id: u64,
+}
+
+/// Create `next-{id}.seg.tmp`, preallocate `size` bytes, sync, map.
+/// `budget` is the disk-full fault-injection hook (bytes left to allocate).
+pub(crate) fn prepare(
+    dir: &Path,
+    segment_id: u64,
+    size: u64,
+    budget: Option<&AtomicI64>,
+) -> Result<Prepared> {
+    let tmp = dir.join(format!("next-{segment_id}.seg.tmp"));
+    let res = (|| {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, e))?;
+        if let Some(b) = budget {
+            if b.fetch_sub(size as i64, Ordering::AcqRel) < size as i64 {
+                b.fetch_add(size as i64, Ordering::AcqRel);
+                return Err(Error::io(
+                    &tmp,
+                    std::io::Error::from_raw_os_error(libc::ENOSPC),
+                ));
+            }
+        }
+        fallocate(&file, size)
+            .and_then(|_| file.sync_all())
+            .map_err(|e| Error::io(&tmp, e))?;
+        let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(&tmp, e))?;
+        Ok(Prepared {
+            tmp: tmp.clone(),
+            file,
+            map,
+            segment_id,
+        })
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    res
+}
+
+impl Prepared {
+    /// Write the header, sync it, rename to the final name, sync the directory.
+    pub fn install(self, dir: &Path, first_lsn: u64) -> Result<Segment> {
+        let hdr = SegHeader::new(self.segment_id, first_lsn, false);
+        self.map.write(0, &hdr.encode());
+        self.map
+            .flush(0, SEG_HDR)
+            .map_err(|e| Error::io(&self.tmp, e))?;
+        let path = dir.join(file_name(first_lsn));
+        fs::rename(&self.tmp, &path).map_err(|e| Error::io(&path, e))?;
+        sync_dir(dir)?;
+        Ok(Segment {
+            path,
+            hdr,
+            file: self.file,
+            map: self.map,
+            end: AtomicUsize::new(SEG_HDR),
+            synced: AtomicUsize::new(SEG_HDR),
+        })
+    }
+
+    pub fn discard(self) {
+        let _ = fs::remove_file(&self.tmp);
+    }
+}

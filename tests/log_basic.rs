@@ -1,0 +1,166 @@
+//! Basic behaviour of the log engine: append, batches, views, reopen,
+//! durable appends with group commit, limits.
+
+mod log_common;
+
+use std::sync::Arc;
+
+use agentlog::log::{Durability, Log, LogOptions};
+use agentlog::Error;
+use log_common::*;
+
+#[test]
+fn append_read_reopen_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert_eq!(rep.records, 0);
+    assert_eq!(log.next_lsn(), 1);
+    assert_eq!(log.last_lsn(), None);
+    for i in 1..=2000u64 {
+        assert_eq!(log.append(&payload(i), Durability::Lazy).unwrap(), i);
+    }
+    let stats = log.stats();
+    assert!(stats.segments > 3, "{stats:?}");
+    assert_eq!(stats.first_lsn, Some(1));
+    assert_eq!(stats.last_lsn, Some(2000));
+    let all = read_all(&log);
+    assert_eq!(all.len(), 2000);
+    for (i, (lsn, p)) in all.iter().enumerate() {
+        assert_eq!(*lsn, i as u64 + 1);
+        assert_eq!(p, &payload(*lsn));
+    }
+    // iter_from lands in the middle of any segment.
+    let view = log.view();
+    for from in [1u64, 2, 777, 1500, 2000] {
+        let r = view.iter_from(from).next().unwrap().unwrap();
+        assert_eq!(r.lsn, from);
+        assert_eq!(r.payload, payload(from).as_slice());
+    }
+    assert!(view.iter_from(2001).next().is_none());
+    log.close().unwrap();
+
+    let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert_eq!(rep.records, 2000);
+    assert_eq!(rep.last_lsn, Some(2000));
+    assert!(rep.cut.is_empty());
+    assert_eq!(log.append(b"after", Durability::Durable).unwrap(), 2001);
+    assert_eq!(read_all(&log).len(), 2001);
+}
+
+#[test]
+fn batches_and_append_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
+    let r = log
+        .append_batch(&[b"a", b"bb", b"ccc"], Durability::Durable)
+        .unwrap();
+    assert_eq!(r, 1..=3);
+    let lsn = log
+        .append_with(5, Durability::Lazy, |b| b.copy_from_slice(b"hello"))
+        .unwrap();
+    assert_eq!(lsn, 4);
+    let recs: Vec<_> = log
+        .view()
+        .iter()
+        .map(|r| r.unwrap())
+        .map(|r| (r.lsn, r.payload.to_vec(), r.last_in_batch))
+        .collect();
+    assert_eq!(
+        recs,
+        vec![
+            (1, b"a".to_vec(), false),
+            (2, b"bb".to_vec(), false),
+            (3, b"ccc".to_vec(), true),
+            (4, b"hello".to_vec(), true)
+        ]
+    );
+    // A view is a snapshot: later appends are not in it.
+    let v = log.view();
+    log.append(b"later", Durability::Lazy).unwrap();
+    assert_eq!(v.iter().count(), 4);
+    assert_eq!(log.view().iter().count(), 5);
+}
+
+#[test]
+fn limits_are_errors_not_truncations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
+    let big = vec![7u8; 4097];
+    match log.append(&big, Durability::Lazy) {
+        Err(Error::RecordTooLarge {
+            len: 4097,
+            max: 4096,
+        }) => {}
+        other => panic!("expected RecordTooLarge, got {other:?}"),
+    }
+    assert!(matches!(
+        log.append(b"", Durability::Lazy),
+        Err(Error::InvalidArgument(_))
+    ));
+    let many: Vec<&[u8]> = (0..40).map(|_| &big[..4000]).collect();
+    assert!(matches!(
+        log.append_batch(&many, Durability::Lazy),
+        Err(Error::BatchTooLarge { .. })
+    ));
+    assert_eq!(log.next_lsn(), 1, "nothing was appended");
+    assert!(Log::open(
+        &dir.path().join("x"),
+        LogOptions {
+            segment_size: 5000,
+            ..small_opts()
+        }
+    )
+    .is_err());
+}
+
+#[test]
+fn group_commit_many_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
+    let log = Arc::new(log);
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                let mut lsns = Vec::new();
+                for i in 0..200u64 {
+                    let p = format!("t{t}-{i}");
+                    // The Store's pattern: lazy append, then wait for durability.
+                    let lsn = log.append(p.as_bytes(), Durability::Lazy).unwrap();
+                    log.wait_durable(lsn).unwrap();
+                    assert!(log.synced_lsn() >= lsn);
+                    lsns.push(lsn);
+                }
+                lsns
+            })
+        })
+        .collect();
+    let mut all: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    all.sort();
+    assert_eq!(all, (1..=1600).collect::<Vec<_>>());
+    assert!(matches!(
+        log.wait_durable(5000),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn failed_sync_poisons_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = small_opts();
+    opts.faults.fail_syncs = true;
+    let (log, _) = Log::open(dir.path(), opts).unwrap();
+    assert_eq!(log.append(b"lazy", Durability::Lazy).unwrap(), 1);
+    let e = log.append(b"durable", Durability::Durable).unwrap_err();
+    assert!(matches!(e, Error::FsyncFailed { .. }), "{e}");
+    let e = log.append(b"more", Durability::Lazy).unwrap_err();
+    assert!(e.to_string().contains("must be reopened"), "{e}");
+    assert!(log.sync().is_err());
+    drop(log);
+    let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert_eq!(rep.records, 2);
+    log.append(b"ok", Durability::Durable).unwrap();
+}
