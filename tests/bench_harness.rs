@@ -284,3 +284,32 @@ fn scaling_sweep_writes_csv_and_svg_with_one_point_per_row() {
     })
     .is_err());
 }
+
+#[test]
+fn agentlog_heartbeats_lazy_with_compare() {
+    let mut c = cfg(200, 2, 0.1);
+    c.compare = true;
+    let r = agentlog::bench::heartbeats::run_heartbeats(&c).unwrap();
+    assert_eq!(r.target, "raw-log");
+    assert!(!r.durable);
+    assert!(r.events > 0 && r.events_per_s > 0.0 && r.p99_us > 0.0);
+    assert!(
+        r.bytes_per_event >= 56.0,
+        "a 40-byte payload plus its header: {r:?}"
+    );
+    assert!(r.log_bytes >= r.events * 56);
+    let b = r.baseline_events_per_s.unwrap();
+    assert!((r.ratio.unwrap() - r.events_per_s / b).abs() <= 1e-9 * r.ratio.unwrap());
+}
+
+#[test]
+fn agentlog_heartbeats_durable_many_writers() {
+    let mut c = cfg(100, 8, 0.1);
+    c.durable = true;
+    c.mix = Mix::NONE;
+    let r = agentlog::bench::heartbeats::run_heartbeats(&c).unwrap();
+    assert!(r.durable && r.writers == 8);
+    assert_eq!(r.events, r.heartbeats);
+    assert!(r.events_per_s > 0.0 && r.p50_us > 0.0);
+    assert!(r.baseline.is_none() && r.ratio.is_none());
+}

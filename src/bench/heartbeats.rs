@@ -435,3 +435,10 @@ pub fn run_heartbeats_on(
     };
     Ok(report_from(cfg, main, baseline, machine))
 }
+
+/// `agentlog bench heartbeats`: the workload on agentlog — raw log appends
+/// (`target: "raw-log"`) until the registry `Store` target is wired in — and,
+/// with `cfg.compare`, on the JSON-rewrite baseline.
+pub fn run_heartbeats(cfg: &HeartbeatBenchConfig) -> Result<HeartbeatReport> {
+    run_heartbeats_on(cfg, super::targets::RawLogTarget::factory)
+}

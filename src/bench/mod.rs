@@ -16,6 +16,8 @@
 //! - [`heartbeats`]: the heartbeat workload over any [`heartbeats::HeartbeatTarget`].
 //! - [`reports`]: the report shapes of `bench replay | open | export | compact`.
 //! - [`scaling`]: the agents × writers sweep, its CSV and SVG plot.
+//! - [`targets`]: the agentlog side of the workload (raw log appends until
+//!   the registry `Store` is wired in).
 
 pub mod baseline;
 pub mod heartbeats;
@@ -24,6 +26,7 @@ pub mod machine;
 pub mod reports;
 pub mod rss;
 pub mod scaling;
+pub mod targets;
 
 use std::path::PathBuf;
 
@@ -58,6 +61,8 @@ pub enum BenchError {
         agent: usize,
         message: String,
     },
+    #[error("agentlog under benchmark failed: {0}")]
+    Engine(#[from] crate::error::Error),
     #[error("a benchmark writer thread panicked: {0}")]
     WriterPanicked(String),
 }
