@@ -200,6 +200,10 @@ pub struct HeartbeatReport {
     /// Whether `peak_rss_bytes` was reset at the phase start (else it is the
     /// process's peak so far).
     pub peak_rss_phase_only: bool,
+    /// Anonymous / file-backed resident memory at the end of the main phase
+    /// (mapped log pages are file-backed and count towards the peak).
+    pub rss_anon_bytes: u64,
+    pub rss_file_bytes: u64,
     pub machine: MachineInfo,
     /// The JSON-rewrite baseline run (`--compare`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -407,6 +411,8 @@ pub fn report_from(
         log_bytes: main.log_bytes,
         peak_rss_bytes: main.peak_rss.peak_rss_bytes,
         peak_rss_phase_only: main.peak_rss.phase_only,
+        rss_anon_bytes: main.peak_rss.rss_anon_bytes,
+        rss_file_bytes: main.peak_rss.rss_file_bytes,
         machine,
         baseline,
         baseline_events_per_s,

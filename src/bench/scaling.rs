@@ -151,6 +151,16 @@ fn si(v: f64) -> String {
     format!("{t}{suffix}")
 }
 
+/// The smallest 1, 2, 2.5 or 5 × 10^k that is ≥ `raw` (axis tick step).
+fn nice_step(raw: f64) -> f64 {
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw * (1.0 - 1e-12))
+        .unwrap_or(10.0 * mag)
+}
+
 const PALETTE: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
@@ -184,7 +194,8 @@ fn panel(
         (amin.log10() - 0.5, amin.log10() + 0.5)
     };
     let ymax = rows.iter().map(y).fold(0.0f64, f64::max);
-    let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
+    let step = nice_step(if ymax > 0.0 { ymax * 1.05 / 5.0 } else { 0.2 });
+    let ymax = step * (ymax * 1.05 / step).ceil().max(1.0);
     let px = |a: f64| left + (a.max(1.0).log10() - lx0) / (lx1 - lx0) * plot_w;
     let py = |v: f64| bottom - v / ymax * plot_h;
 
@@ -213,8 +224,9 @@ fn panel(
         );
         e += 1;
     }
-    for i in 0..=5 {
-        let v = ymax * i as f64 / 5.0;
+    let ticks = (ymax / step).round() as usize;
+    for i in 0..=ticks {
+        let v = step * i as f64;
         let yv = py(v);
         let _ = writeln!(
             out,
@@ -352,6 +364,10 @@ mod tests {
         assert_eq!(si(100_000.0), "100k");
         assert_eq!(si(5_500_000.0), "5.50M");
         assert_eq!(si(0.0), "0");
+        assert_eq!(nice_step(0.37), 0.5);
+        assert_eq!(nice_step(2.1e6 / 5.0), 500_000.0);
+        assert_eq!(nice_step(1.0), 1.0);
+        assert_eq!(nice_step(2.2), 2.5);
     }
 
     #[test]
