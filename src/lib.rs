@@ -9,6 +9,8 @@ pub mod bench;
 pub mod error;
 pub mod log;
 pub mod model;
+pub mod registry;
+pub mod store;
 pub mod time;
 
 pub use error::{Error, Result};
