@@ -4,12 +4,15 @@
 //!
 //! cargo bench --bench heartbeat_harness -- [--agents N] [--seconds S]
 //!     [--writers W] [--durable] [--compare] [--mix S,P] [--dir D]
-//!     [--scaling AGENTS,.. WRITERS,.. --out DIR]
+//!     [--target store|raw-log] [--scaling AGENTS,.. WRITERS,.. --out DIR]
 
-use agentlog::bench::heartbeats::{run_heartbeats, HeartbeatBenchConfig, Mix};
+use agentlog::bench::heartbeats::{run_heartbeats_on, HeartbeatBenchConfig, HeartbeatTarget, Mix};
 use agentlog::bench::scaling::{run_scaling_on, write_outputs};
-use agentlog::bench::targets::RawLogTarget;
-use std::path::PathBuf;
+use agentlog::bench::targets::{RawLogTarget, StoreTarget};
+use std::path::{Path, PathBuf};
+
+type Factory =
+    fn(&Path, &HeartbeatBenchConfig) -> agentlog::bench::Result<Box<dyn HeartbeatTarget>>;
 
 fn list(s: &str) -> Vec<usize> {
     s.split(',')
@@ -26,6 +29,7 @@ fn main() {
     let mut cfg = HeartbeatBenchConfig::default();
     let mut scaling: Option<(Vec<usize>, Vec<usize>)> = None;
     let mut out = PathBuf::from("target/bench-scaling");
+    let mut factory: Factory = StoreTarget::factory;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_else(|| panic!("{a} needs a value"));
@@ -38,6 +42,13 @@ fn main() {
             "--mix" => cfg.mix = Mix::parse(&val()).unwrap_or_else(|e| panic!("{e}")),
             "--dir" => cfg.dir = Some(PathBuf::from(val())),
             "--out" => out = PathBuf::from(val()),
+            "--target" => {
+                factory = match val().as_str() {
+                    "store" => StoreTarget::factory,
+                    "raw-log" => RawLogTarget::factory,
+                    t => panic!("--target {t}: expected store or raw-log"),
+                }
+            }
             "--scaling" => {
                 let a = list(&val());
                 let w = list(&val());
@@ -48,7 +59,7 @@ fn main() {
     }
     match scaling {
         None => {
-            let r = run_heartbeats(&cfg).unwrap_or_else(|e| panic!("{e}"));
+            let r = run_heartbeats_on(&cfg, factory).unwrap_or_else(|e| panic!("{e}"));
             println!("{}", serde_json::to_string_pretty(&r).expect("serialize"));
         }
         Some((agents, writers)) => {
@@ -58,7 +69,7 @@ fn main() {
                 cfg.seconds,
                 cfg.durable,
                 cfg.dir.as_deref(),
-                RawLogTarget::factory,
+                factory,
             )
             .unwrap_or_else(|e| panic!("{e}"));
             let (csv, svg) = write_outputs(&rows, &out).unwrap_or_else(|e| panic!("{e}"));

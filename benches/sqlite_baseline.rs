@@ -3,21 +3,22 @@
 //! 1,000 agents) against agentlog, in the same process run.
 //!
 //! Pairs (the ratio of each pair is printed at the end, from this run):
-//! - `sqlite_wal_normal/1`  vs `agentlog_lazy/1`     (lazy appends)
-//! - `sqlite_wal_full/1`    vs `agentlog_durable/1`  (durable appends)
-//! - `sqlite_wal_full/64`   vs `agentlog_durable/64` (a connection per thread,
+//! - `sqlite_wal_normal/1`  vs `store_lazy/1`     (lazy heartbeats)
+//! - `sqlite_wal_full/1`    vs `store_durable/1`  (durable heartbeats)
+//! - `sqlite_wal_full/64`   vs `store_durable/64` (a connection per thread,
 //!   busy_timeout; group commit on the agentlog side)
 //!
-//! The agentlog side is raw log appends of a 40-byte heartbeat record
-//! (`RawLogTarget`, labelled `raw-log`) until the registry `Store` lands, then
-//! `Store::heartbeat`. Rates are aggregated over every `iter_custom` call
-//! (warm-up included) as counted heartbeats / measured time.
+//! The agentlog side is `Store::heartbeat` (validated, logged, folded; via
+//! `StoreTarget`), and the same three runs as raw log appends of a 40-byte
+//! heartbeat record (`raw-log_*`, the log engine's share). Rates are
+//! aggregated over every `iter_custom` call (warm-up included) as counted
+//! heartbeats / measured time.
 //!
 //! cargo bench --bench sqlite_baseline
 
 use agentlog::bench::baseline::agent_name;
 use agentlog::bench::heartbeats::HeartbeatTarget;
-use agentlog::bench::targets::RawLogTarget;
+use agentlog::bench::targets::{RawLogTarget, StoreTarget};
 use agentlog::time::Timestamp;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use rusqlite::{params, Connection};
@@ -114,16 +115,19 @@ fn bench_sqlite(c: &mut Criterion, dir: &Path, names: &[String]) {
     g.finish();
 }
 
-fn bench_agentlog(c: &mut Criterion, dir: &Path) {
-    let mut g = c.benchmark_group("agentlog_raw_log");
+fn bench_agentlog(c: &mut Criterion, dir: &Path, target: &str) {
+    let mut g = c.benchmark_group(format!("agentlog_{target}"));
     g.throughput(Throughput::Elements(1));
     for (durable, threads) in [(false, 1usize), (true, 1), (true, 64)] {
         let kind = if durable { "durable" } else { "lazy" };
-        let mut t = RawLogTarget::open(&dir.join(format!("log-{kind}-{threads}")), durable)
-            .expect("open log");
+        let at = dir.join(format!("{target}-{kind}-{threads}"));
+        let mut t: Box<dyn HeartbeatTarget> = match target {
+            "store" => Box::new(StoreTarget::open(&at, durable).expect("open store")),
+            _ => Box::new(RawLogTarget::open(&at, durable).expect("open log")),
+        };
         t.register_all(AGENTS).expect("register");
-        let t = &t;
-        let name = format!("agentlog_{kind}/{threads}");
+        let t = &*t;
+        let name = format!("{target}_{kind}/{threads}");
         g.bench_function(BenchmarkId::new(kind, threads), |b| {
             b.iter_custom(|iters| {
                 let per = iters.div_ceil(threads as u64);
@@ -163,11 +167,12 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let names: Vec<String> = (0..AGENTS).map(agent_name).collect();
     bench_sqlite(&mut c, dir.path(), &names);
-    bench_agentlog(&mut c, dir.path());
+    bench_agentlog(&mut c, dir.path(), "store");
+    bench_agentlog(&mut c, dir.path(), "raw-log");
     c.final_summary();
 
     let t = TALLY.lock().unwrap();
-    println!("\nheartbeats/s over all runs of each bench (this process, {AGENTS} agents; agentlog side = raw-log 40-byte records):");
+    println!("\nheartbeats/s over all runs of each bench (this process, {AGENTS} agents):");
     for (k, (n, d)) in t.iter() {
         println!(
             "  {k:<24} {:>14.0} /s   ({n} heartbeats in {:.3} s)",
@@ -176,9 +181,12 @@ fn main() {
         );
     }
     for (a, b) in [
-        ("agentlog_lazy/1", "sqlite_wal_normal/1"),
-        ("agentlog_durable/1", "sqlite_wal_full/1"),
-        ("agentlog_durable/64", "sqlite_wal_full/64"),
+        ("store_lazy/1", "sqlite_wal_normal/1"),
+        ("store_durable/1", "sqlite_wal_full/1"),
+        ("store_durable/64", "sqlite_wal_full/64"),
+        ("raw-log_lazy/1", "sqlite_wal_normal/1"),
+        ("raw-log_durable/1", "sqlite_wal_full/1"),
+        ("raw-log_durable/64", "sqlite_wal_full/64"),
     ] {
         if let (Some(x), Some(y)) = (rate(&t, a), rate(&t, b)) {
             println!("  ratio {a} / {b} = {:.1}x", x / y);

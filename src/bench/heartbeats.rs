@@ -2,9 +2,8 @@
 //! heartbeats round-robin for S seconds, with status changes and message posts
 //! mixed in at a fixed rate per heartbeat.
 //!
-//! The workload runs against any [`HeartbeatTarget`]: the agentlog side (raw
-//! log appends now, `Store` once it lands) and the whole-file JSON rewrite
-//! baseline. Each writer times every operation back to back (one clock read
+//! The workload runs against any [`HeartbeatTarget`]: the agentlog `Store`
+//! (default), raw log appends, and the whole-file JSON rewrite baseline. Each writer times every operation back to back (one clock read
 //! per event: the gap between consecutive acknowledgements), records it in its
 //! own [`Histogram`], and the histograms are merged after the run. Rates are
 //! counted events over the elapsed time measured around the whole phase; the
@@ -442,9 +441,11 @@ pub fn run_heartbeats_on(
     Ok(report_from(cfg, main, baseline, machine))
 }
 
-/// `agentlog bench heartbeats`: the workload on agentlog — raw log appends
-/// (`target: "raw-log"`) until the registry `Store` target is wired in — and,
+/// `agentlog bench heartbeats`: the workload on an agentlog [`Store`]
+/// (`target: "store"`: registry commands, validated, logged and folded) and,
 /// with `cfg.compare`, on the JSON-rewrite baseline.
+///
+/// [`Store`]: crate::store::Store
 pub fn run_heartbeats(cfg: &HeartbeatBenchConfig) -> Result<HeartbeatReport> {
-    run_heartbeats_on(cfg, super::targets::RawLogTarget::factory)
+    run_heartbeats_on(cfg, super::targets::StoreTarget::factory)
 }

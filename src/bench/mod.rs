@@ -16,8 +16,8 @@
 //! - [`heartbeats`]: the heartbeat workload over any [`heartbeats::HeartbeatTarget`].
 //! - [`reports`]: the report shapes of `bench replay | open | export | compact`.
 //! - [`scaling`]: the agents × writers sweep, its CSV and SVG plot.
-//! - [`targets`]: the agentlog side of the workload (raw log appends until
-//!   the registry `Store` is wired in).
+//! - [`targets`]: the agentlog side of the workload (registry `Store`
+//!   commands by default; raw log appends for the log-only figure).
 
 pub mod baseline;
 pub mod heartbeats;
@@ -63,6 +63,8 @@ pub enum BenchError {
     },
     #[error("agentlog under benchmark failed: {0}")]
     Engine(#[from] crate::error::Error),
+    #[error("agentlog store under benchmark failed: {0}")]
+    Store(#[from] crate::store::StoreError),
     #[error("a benchmark writer thread panicked: {0}")]
     WriterPanicked(String),
 }

@@ -84,7 +84,7 @@ pub fn run_scaling_on(
     Ok(rows)
 }
 
-/// The sweep on agentlog (lazy appends; the default target of
+/// The sweep on an agentlog `Store` (lazy heartbeats, the default target of
 /// [`super::heartbeats::run_heartbeats`]) in a temporary directory.
 pub fn run_scaling(agents: &[usize], writers: &[usize], seconds: f64) -> Result<Vec<ScalingRow>> {
     run_scaling_on(
@@ -93,7 +93,7 @@ pub fn run_scaling(agents: &[usize], writers: &[usize], seconds: f64) -> Result<
         seconds,
         false,
         None,
-        super::targets::RawLogTarget::factory,
+        super::targets::StoreTarget::factory,
     )
 }
 
