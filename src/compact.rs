@@ -305,7 +305,12 @@ pub fn compact(
 }
 
 /// Folds the records `<= upto` of a view into a fresh state.
-pub fn fold_view(view: &LogView, dir: &std::path::Path, upto: Lsn, max_messages: usize) -> Result<State> {
+pub fn fold_view(
+    view: &LogView,
+    dir: &std::path::Path,
+    upto: Lsn,
+    max_messages: usize,
+) -> Result<State> {
     let mut s = State::new(max_messages);
     for r in view.iter() {
         let r = r?;
@@ -319,7 +324,12 @@ pub fn fold_view(view: &LogView, dir: &std::path::Path, upto: Lsn, max_messages:
 }
 
 /// Folds the records `> after` of a view onto `state`; returns the last LSN folded.
-pub fn catch_up(state: &mut State, view: &LogView, dir: &std::path::Path, after: Lsn) -> Result<Lsn> {
+pub fn catch_up(
+    state: &mut State,
+    view: &LogView,
+    dir: &std::path::Path,
+    after: Lsn,
+) -> Result<Lsn> {
     let mut last = after;
     for r in view.iter_from(after + 1) {
         let r = r?;
@@ -482,8 +492,12 @@ impl DropEstimator {
     fn observe_event(&mut self, lsn: Lsn, ev: &Event, size: u64) {
         use crate::registry::EventKind;
         match &ev.kind {
-            EventKind::MessagePosted(_) => {
+            EventKind::MessagePosted(m) => {
                 self.messages.insert(lsn, size);
+                // A post ends its sender's heartbeat run, as in `plan`.
+                if let Some(a) = self.agents.get_mut(m.from.as_str()) {
+                    a.run_len = 0;
+                }
             }
             k if k.session().is_some() => {
                 let key = k.session().expect("session event");
@@ -506,12 +520,7 @@ impl DropEstimator {
     }
 
     /// Estimates the droppable bytes at `now` for `state` (the current fold).
-    pub fn estimate(
-        &self,
-        state: &State,
-        now: Timestamp,
-        opts: &CompactOptions,
-    ) -> DropEstimate {
+    pub fn estimate(&self, state: &State, now: Timestamp, opts: &CompactOptions) -> DropEstimate {
         let ret = crate::registry::retention(state, now, &opts.policy);
         let mut drop = 0u64;
         for (name, a) in &self.agents {

@@ -36,6 +36,9 @@ pub struct FleetParams {
     /// Sample the disk use this often (default one simulated hour).
     pub sample_secs: u64,
     pub segment_size: u64,
+    /// Let the log preallocate the next segment ahead (default false: with
+    /// it, one more preallocated segment sits on disk beside the active one).
+    pub prepare_ahead: bool,
     pub auto: AutoPolicy,
     pub compact: CompactOptions,
 }
@@ -49,6 +52,7 @@ impl Default for FleetParams {
             lifetime_secs: 3600,
             sample_secs: 3600,
             segment_size: 64 << 20,
+            prepare_ahead: false,
             auto: AutoPolicy::default(),
             compact: CompactOptions::default(),
         }
@@ -96,7 +100,9 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
     }
     let opts = LogOptions {
         segment_size: p.segment_size,
+        max_record_size: (p.segment_size / 4).min(1 << 20) as u32,
         flush_interval: None,
+        prepare_ahead: p.prepare_ahead,
         ..Default::default()
     };
     let (log, _) = Log::open(dir, opts)?;
@@ -123,7 +129,11 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
             .map_err(|e| Error::InvalidArgument(format!("simulated event {lsn}: {e}")))
     };
     let at_of = |i: u64| start.add_millis((i * 1000 / p.rate) as i64);
-    let mut register = |state: &mut State, est: &mut DropEstimator, at: Timestamp, buf: &mut Vec<u8>| -> Result<(String, u32)> {
+    let mut register = |state: &mut State,
+                        est: &mut DropEstimator,
+                        at: Timestamp,
+                        buf: &mut Vec<u8>|
+     -> Result<(String, u32)> {
         next_id += 1;
         let name = format!("agent-{next_id:07}");
         let pid = 1000 + (next_id % 4_000_000) as u32;

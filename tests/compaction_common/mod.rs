@@ -198,7 +198,6 @@ pub fn run(ops: &[Op], max_messages: usize) -> (State, Vec<Event>, Timestamp) {
     (s, events, now)
 }
 
-
 /// Small segments, no flusher: many segments from little data.
 pub fn small_opts() -> LogOptions {
     LogOptions {
