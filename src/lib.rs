@@ -10,6 +10,7 @@ pub mod error;
 pub mod log;
 pub mod model;
 pub mod registry;
+pub mod store;
 pub mod time;
 
 pub use error::{Error, Result};

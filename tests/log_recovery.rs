@@ -50,7 +50,6 @@ fn build_base(dir: &Path, n: u64, seg_size: u64) -> Base {
     start.push(off);
     off += rec_size(a.len());
     start.push(off);
-    off += rec_size(b.len());
     payloads.push(a);
     payloads.push(b);
     log.close().unwrap();

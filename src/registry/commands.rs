@@ -70,9 +70,16 @@ impl State {
 
     /// Validates a heartbeat without allocating on success: not found,
     /// pid mismatch, finished (unless finished by lease expiry and sent by
-    /// the same pid, which revives it).
-    pub fn check_heartbeat(&self, agent: &str, pid: Option<u32>) -> Result<(), RegistryError> {
-        let Some(a) = self.agent(agent) else {
+    /// the same pid, which revives it). Returns the agent's slot for
+    /// `State::apply_heartbeat_at` (valid until the state next changes).
+    pub fn check_heartbeat(&self, agent: &str, pid: Option<u32>) -> Result<usize, RegistryError> {
+        let Some(slot) = self.agents.position(agent) else {
+            return Err(RegistryError::NotFound {
+                agent: agent.to_string(),
+            });
+        };
+        // Only the dense hot fields: no Agent row is read on this path.
+        let Some(a) = self.agents.hot(slot) else {
             return Err(RegistryError::NotFound {
                 agent: agent.to_string(),
             });
@@ -86,16 +93,16 @@ impl State {
                 });
             }
         }
-        if a.is_finished() {
+        if a.status.is_finished() {
             let same_pid = a.pid.is_none() || pid == a.pid;
-            if a.status_cause != StatusCause::LeaseExpired || !same_pid {
+            if a.cause != StatusCause::LeaseExpired || !same_pid {
                 return Err(RegistryError::Finished {
                     agent: agent.to_string(),
                     status: a.status,
                 });
             }
         }
-        Ok(())
+        Ok(slot)
     }
 
     /// Any status may be set; leaving a finished one needs a registration.
