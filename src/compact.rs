@@ -412,6 +412,74 @@ impl AutoPolicy {
     }
 }
 
+/// Automatic compaction state for `Store::maybe_compact`: an incremental
+/// [`DropEstimator`] fed with the records appended since the last call (so
+/// the append path pays nothing), the policy and the last run's time.
+#[derive(Debug, Clone)]
+pub struct AutoCompactor {
+    pub policy: AutoPolicy,
+    pub opts: CompactOptions,
+    est: DropEstimator,
+    seen: Lsn,
+    last_run: Option<Timestamp>,
+}
+
+impl AutoCompactor {
+    pub fn new(policy: AutoPolicy, opts: CompactOptions) -> Self {
+        AutoCompactor {
+            policy,
+            opts,
+            est: DropEstimator::default(),
+            seen: 0,
+            last_run: None,
+        }
+    }
+
+    /// The options a triggered compaction runs with (never a dry run).
+    pub fn options(&self) -> CompactOptions {
+        CompactOptions {
+            dry_run: false,
+            ..self.opts
+        }
+    }
+
+    /// Counts the records of `view` after the last one counted.
+    pub fn observe(&mut self, view: &LogView, dir: &std::path::Path) -> Result<()> {
+        for r in view.iter_from(self.seen + 1) {
+            let r = r?;
+            self.est
+                .observe(r.lsn, r.payload)
+                .map_err(|e| corrupt(dir, r.lsn, e))?;
+            self.seen = r.lsn;
+        }
+        Ok(())
+    }
+
+    /// The current estimate for `state` at `now`.
+    pub fn estimate(&self, state: &State, now: Timestamp) -> DropEstimate {
+        self.est.estimate(state, now, &self.opts)
+    }
+
+    /// Whether a compaction is due (threshold or schedule).
+    pub fn due(&self, state: &State, now: Timestamp) -> bool {
+        let since = self.last_run.map_or(i64::MAX, |t| now.millis_since(t));
+        self.policy.due(&self.estimate(state, now), since).is_some()
+    }
+
+    /// Recounts the (now small) compacted log after a compaction.
+    pub fn compacted(
+        &mut self,
+        view: &LogView,
+        dir: &std::path::Path,
+        now: Timestamp,
+    ) -> Result<()> {
+        self.est = DropEstimator::default();
+        self.seen = 0;
+        self.last_run = Some(now);
+        self.observe(view, dir)
+    }
+}
+
 /// Estimated droppable share of the log.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropEstimate {
