@@ -173,7 +173,13 @@ pub fn plan(
         None => upto + 1,
     };
     let mut drop = DropSet::new(first, upto.max(first));
-    let mut runs: HashMap<String, Run, FxBuild> = HashMap::default();
+    // One map lookup per heartbeat: kept agents with their open run (a
+    // name missing from the map is not kept).
+    let mut runs: HashMap<&str, Option<Run>, FxBuild> = HashMap::default();
+    runs.reserve(kept.agents.len());
+    for a in &kept.agents {
+        runs.insert(a.as_str(), None);
+    }
     let mut posts_dropped = 0u64;
     let mut sessions_dropped = std::collections::BTreeSet::<SessionKey>::new();
     for r in view.iter() {
@@ -189,14 +195,14 @@ pub fn plan(
             report.bytes_dropped += size;
         };
         if let Some(hb) = codec::decode_heartbeat(r.payload).map_err(|e| corrupt(dir, r.lsn, e))? {
-            if !kept.agents.contains(hb.agent) {
+            let Some(slot) = runs.get_mut(hb.agent) else {
                 dropped(&mut drop, &mut report, r.lsn);
                 continue;
-            }
+            };
             if opts.keep_all_heartbeats {
                 continue;
             }
-            match runs.get_mut(hb.agent) {
+            match slot {
                 Some(run) if run.pid == hb.pid => {
                     if run.last != 0 {
                         // The previous "last" is now a middle heartbeat.
@@ -208,29 +214,19 @@ pub fn plan(
                     run.last = r.lsn;
                     run.last_bytes = size;
                 }
-                Some(run) => {
-                    *run = Run {
+                _ => {
+                    *slot = Some(Run {
                         pid: hb.pid,
                         last: 0,
                         last_bytes: 0,
-                    }
-                }
-                None => {
-                    runs.insert(
-                        hb.agent.to_string(),
-                        Run {
-                            pid: hb.pid,
-                            last: 0,
-                            last_bytes: 0,
-                        },
-                    );
+                    })
                 }
             }
             continue;
         }
         let ev: Event = codec::decode(r.payload).map_err(|e| corrupt(dir, r.lsn, e))?;
-        if let Some(a) = ev.kind.subject_agent() {
-            runs.remove(a);
+        if let Some(slot) = ev.kind.subject_agent().and_then(|a| runs.get_mut(a)) {
+            *slot = None;
         }
         if !kept.keeps(r.lsn, &ev) {
             dropped(&mut drop, &mut report, r.lsn);
