@@ -5,5 +5,9 @@
 //! snapshots make reopening cheap and publish schema-v4 `registry.json`;
 //! compaction drops what retention no longer needs.
 
+pub mod export;
+pub mod fslock;
+pub mod import;
 pub mod model;
+pub mod snapshot;
 pub mod time;
