@@ -243,11 +243,14 @@ fn keys_in_spec_order_nulls_and_omissions() {
         "project_root",
         "messaging_socket_path",
         "cc_session_id",
-        "\"pid\"",
+        "pid",
         "pid_start_time",
         "last_reconciled_at",
     ] {
-        assert!(!bare_row.contains(omitted), "{omitted}: {bare_row}");
+        assert!(
+            !bare_row.contains(&format!("\"{omitted}\":")),
+            "{omitted}: {bare_row}"
+        );
     }
 }
 
