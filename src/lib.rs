@@ -9,5 +9,6 @@ pub mod export;
 pub mod fslock;
 pub mod import;
 pub mod model;
+pub mod registry;
 pub mod snapshot;
 pub mod time;
