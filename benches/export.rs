@@ -3,10 +3,16 @@
 //! the agents inside the timed loop (the same work the export does), and the
 //! pure serialisation of rows prepared beforehand (the harder baseline).
 //!
+//! A second group measures snapshot files of a registry `State` holding the
+//! same 10,000 agents: `snapshot::write` (encode + fsync + rename) and
+//! `snapshot::load_newest` (read + crc + decode).
+//!
 //! `cargo bench --bench export`
 
 use agentlog::export::{render_v4, ExportOptions};
 use agentlog::model::{Agent, HostMode, Status};
+use agentlog::registry::{Event, EventKind, State};
+use agentlog::snapshot;
 use agentlog::time::Timestamp;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use serde::Serialize;
@@ -144,5 +150,35 @@ fn bench_export(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_export);
+fn bench_snapshot(c: &mut Criterion) {
+    let mut state = State::default();
+    for (i, a) in fleet(10_000).into_iter().enumerate() {
+        let event = Event {
+            at: a.created_at,
+            kind: EventKind::AgentImported(Box::new(a)),
+        };
+        state.apply(i as u64 + 1, &event);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let info = snapshot::write(dir.path(), 10_000, &state, 2).unwrap();
+    eprintln!("snapshot of 10,000 agents: {} bytes", info.len);
+
+    let mut g = c.benchmark_group("snapshot_10k_agents");
+    g.throughput(Throughput::Bytes(info.len));
+    g.sample_size(20).measurement_time(Duration::from_secs(4));
+    g.bench_function("write_fsync_rename", |b| {
+        b.iter(|| snapshot::write(dir.path(), 10_000, black_box(&state), 2).unwrap())
+    });
+    g.bench_function("load_newest", |b| {
+        b.iter(|| {
+            snapshot::load_newest::<State>(dir.path())
+                .unwrap()
+                .unwrap()
+                .lsn
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_export, bench_snapshot);
 criterion_main!(benches);
