@@ -63,6 +63,18 @@ fn codec_and_apply(c: &mut Criterion) {
             s.apply_heartbeat(t, black_box("agent-000500"), Some(1500));
         })
     });
+    for n in [1_000usize, 100_000] {
+        let mut s = state_with(n);
+        let names = names(n);
+        let mut i = 0usize;
+        g.bench_function(format!("apply_heartbeat_round_robin_{n}_agents"), |b| {
+            b.iter(|| {
+                i = (i + 7919) % n;
+                t = t.add_millis(1);
+                s.apply_heartbeat(t, &names[i], Some(1000 + i as u32));
+            })
+        });
+    }
     let mut buf = Vec::with_capacity(64);
     g.bench_function("encode_heartbeat_reused_buffer", |b| {
         b.iter(|| {
