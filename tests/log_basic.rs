@@ -164,3 +164,21 @@ fn failed_sync_poisons_the_log() {
     assert_eq!(rep.records, 2);
     log.append(b"ok", Durability::Durable).unwrap();
 }
+
+#[test]
+fn zero_filled_segments_work_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LogOptions {
+        zero_fill: true,
+        ..small_opts()
+    };
+    let (log, _) = Log::open(dir.path(), opts.clone()).unwrap();
+    for i in 1..=1500u64 {
+        log.append(&payload(i), Durability::Lazy).unwrap();
+    }
+    assert!(log.stats().segments > 2);
+    log.close().unwrap();
+    let (log, rep) = Log::open(dir.path(), opts).unwrap();
+    assert_eq!(rep.records, 1500);
+    assert_eq!(read_all(&log).last().unwrap(), &(1500, payload(1500)));
+}
