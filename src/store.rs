@@ -112,11 +112,11 @@ pub struct StoreOptions {
 }
 
 /// Default of [`StoreOptions::snapshot_every_events`]. Measured with
-/// `cargo bench --bench store_open` (FORMAT.md, "Snapshots in the store"):
-/// on the loaded shared 2-core box a reopen folds ~0.6–0.75 M events/s, so a
-/// tail of at most 50,000 events folds in ≤ ~80 ms; a snapshot of 10,000
-/// agents costs ~30 ms of background work (appenders wait only for the ~9 ms
-/// state clone), i.e. a few percent of a core even at 50 k events/s.
+/// `cargo bench --bench store_open` (table in FORMAT.md, "Snapshots in the
+/// store"): a reopen folds ~1.2 M events/s on the loaded 2-core box, so a
+/// tail of at most 50,000 events folds in ~50 ms; a 10,000-agent snapshot
+/// costs ~33 ms of background work, of which appenders wait only for the
+/// ~9 ms state clone.
 pub const DEFAULT_SNAPSHOT_EVERY_EVENTS: u64 = 50_000;
 /// Default of [`StoreOptions::snapshot_every_secs`]: a quiet store still gets
 /// its recent changes checkpointed (and exported) within a minute.
