@@ -19,10 +19,16 @@ fn manual_opts() -> StoreOptions {
     }
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+/// A copy of fixture `name` in `dir/in/` (an import takes a shared lock on
+/// `<file>.lock`, which must not be created among the project's fixtures).
+fn fixture(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/registry")
-        .join(name)
+        .join(name);
+    let dst = dir.join("in").join(name);
+    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+    std::fs::copy(&src, &dst).unwrap();
+    dst
 }
 
 const ACCEPTED: [(&str, usize); 8] = [
@@ -66,7 +72,7 @@ fn accepted_fixtures_import_as_one_batch_with_every_row() {
         let store = seeded(dir.path());
         let before = store.log().last_lsn().unwrap();
         let report = store
-            .import_registry(&fixture(name))
+            .import_registry(&fixture(dir.path(), name))
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(report.imported, rows, "{name}");
         assert_eq!(
@@ -94,7 +100,9 @@ fn refused_fixtures_change_nothing_and_name_the_problem() {
     let store = seeded(dir.path());
     let before = snapshot_of(&store);
     for (name, needles) in REFUSED {
-        let err = store.import_registry(&fixture(name)).unwrap_err();
+        let err = store
+            .import_registry(&fixture(dir.path(), name))
+            .unwrap_err();
         assert!(matches!(err, StoreError::Import(_)), "{name}: {err}");
         let msg = err.to_string();
         assert!(msg.contains(name), "{name}: {msg}");
@@ -121,7 +129,7 @@ fn a_row_naming_an_unfinished_agent_refuses_the_whole_file() {
     store.register(r, Some(T0)).unwrap();
     let before = snapshot_of(&store);
     let err = store
-        .import_registry(&fixture("v4-python.json"))
+        .import_registry(&fixture(dir.path(), "v4-python.json"))
         .unwrap_err();
     match &err {
         StoreError::ImportConflict {
@@ -145,7 +153,9 @@ fn a_row_naming_an_unfinished_agent_refuses_the_whole_file() {
     store
         .set_status("coder-1", Status::Exited, None, Some(T0.add_millis(1000)))
         .unwrap();
-    let report = store.import_registry(&fixture("v4-python.json")).unwrap();
+    let report = store
+        .import_registry(&fixture(dir.path(), "v4-python.json"))
+        .unwrap();
     assert_eq!(report.imported, 3);
     assert_eq!(report.replaced, vec!["coder-1".to_string()]);
     let state = store.state();
@@ -156,7 +166,7 @@ fn a_row_naming_an_unfinished_agent_refuses_the_whole_file() {
     // Importing the same file again: `planner` is live now, so refused.
     let before = snapshot_of(&store);
     let err = store
-        .import_registry(&fixture("v4-python.json"))
+        .import_registry(&fixture(dir.path(), "v4-python.json"))
         .unwrap_err();
     assert!(err.to_string().contains("`planner`"), "{err}");
     assert_eq!(snapshot_of(&store), before);
@@ -166,7 +176,9 @@ fn a_row_naming_an_unfinished_agent_refuses_the_whole_file() {
 fn an_import_survives_a_crash_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), manual_opts()).unwrap();
-    store.import_registry(&fixture("v4-mixed.json")).unwrap();
+    store
+        .import_registry(&fixture(dir.path(), "v4-mixed.json"))
+        .unwrap();
     let state = store.state();
     // No sync, no close: the import itself was durable.
     drop(store);
