@@ -8,9 +8,13 @@
 pub mod bench;
 pub mod compact;
 pub mod error;
+pub mod export;
+pub mod fslock;
+pub mod import;
 pub mod log;
 pub mod model;
 pub mod registry;
+pub mod snapshot;
 pub mod store;
 pub mod time;
 
