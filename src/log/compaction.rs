@@ -18,9 +18,11 @@ use std::sync::Arc;
 
 use super::manifest::{gen_dir, Manifest};
 use super::record::{encode_record, parse_at, record_size, Parsed};
-use super::segment::{self, file_name, trimmed_len, SegHeader, Segment, SEG_HDR};
+use super::seal::{footer_offset, sealed_len, SealFooter, SEAL_RESERVE};
+use super::segment::{self, file_name, SegHeader, Segment, SEG_HDR};
 use super::{lock, Log, Lsn};
 use crate::error::{Error, Result};
+use std::os::unix::fs::FileExt;
 
 /// Where a test can make a compaction fail (`FaultInjection::fail_compaction_at`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,14 +50,28 @@ pub struct CompactionOutcome {
     pub records_dropped: u64,
 }
 
-/// Writes compacted segments (standalone records, no batches) into one directory.
+/// Writes compacted segments (standalone records, no batches) into one
+/// directory, each sealed with its footer like a sealed main segment.
 pub(crate) struct GenWriter<'a> {
     dir: PathBuf,
     seg_size: usize,
-    cur: Option<(BufWriter<File>, PathBuf, usize, u64)>,
+    cur: Option<OutFile>,
     pub files: Vec<(Lsn, u64)>,
     pub bytes: u64,
     ids: &'a AtomicU64,
+}
+
+/// The compacted segment being written.
+struct OutFile {
+    w: BufWriter<File>,
+    path: PathBuf,
+    used: usize,
+    id: u64,
+    first_lsn: Lsn,
+    last_lsn: Lsn,
+    records: u64,
+    /// Salted CRC of the record bytes so far (the footer's `data_crc`).
+    crc: crc32fast::Hasher,
 }
 
 impl<'a> GenWriter<'a> {
@@ -74,7 +90,7 @@ impl<'a> GenWriter<'a> {
     pub fn push(&mut self, lsn: Lsn, payload: &[u8]) -> Result<()> {
         let size = record_size(payload.len());
         let full = match &self.cur {
-            Some((_, _, used, _)) => used + size + 16 > self.seg_size,
+            Some(c) => c.used + size + SEAL_RESERVE > self.seg_size,
             None => true,
         };
         if full {
@@ -86,24 +102,47 @@ impl<'a> GenWriter<'a> {
             w.write_all(&SegHeader::new(id, lsn, true).encode())
                 .map_err(|e| Error::io(&path, e))?;
             self.files.push((lsn, id));
-            self.cur = Some((w, path, SEG_HDR, id));
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&id.to_le_bytes());
+            self.cur = Some(OutFile {
+                w,
+                path,
+                used: SEG_HDR,
+                id,
+                first_lsn: lsn,
+                last_lsn: lsn,
+                records: 0,
+                crc,
+            });
         }
-        let (w, path, used, id) = self.cur.as_mut().expect("current file");
-        w.write_all(&encode_record(*id, lsn, false, payload))
-            .map_err(|e| Error::io(path.as_path(), e))?;
-        *used += size;
+        let c = self.cur.as_mut().expect("current file");
+        let rec = encode_record(c.id, lsn, false, payload);
+        c.w.write_all(&rec)
+            .map_err(|e| Error::io(c.path.as_path(), e))?;
+        c.crc.update(&rec);
+        c.used += size;
+        c.last_lsn = lsn;
+        c.records += 1;
         Ok(())
     }
 
     fn finish_current(&mut self) -> Result<()> {
-        if let Some((w, path, used, _)) = self.cur.take() {
-            let f = w
-                .into_inner()
-                .map_err(|e| Error::io(&path, e.into_error()))?;
-            let len = trimmed_len(used, usize::MAX);
+        if let Some(c) = self.cur.take() {
+            let f =
+                c.w.into_inner()
+                    .map_err(|e| Error::io(&c.path, e.into_error()))?;
+            let len = sealed_len(c.used);
+            let footer = SealFooter {
+                used: c.used as u64,
+                first_lsn: c.first_lsn,
+                last_lsn: c.last_lsn,
+                records: c.records,
+                data_crc: c.crc.finalize(),
+            };
             f.set_len(len as u64)
+                .and_then(|_| f.write_all_at(&footer.encode(), footer_offset(c.used) as u64))
                 .and_then(|_| f.sync_all())
-                .map_err(|e| Error::io(&path, e))?;
+                .map_err(|e| Error::io(&c.path, e))?;
             self.bytes += len as u64;
         }
         Ok(())

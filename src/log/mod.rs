@@ -26,6 +26,7 @@ mod open;
 mod reader;
 pub mod record;
 mod recovery;
+pub mod seal;
 pub mod segment;
 mod verify;
 mod view;
@@ -228,7 +229,9 @@ fn check_options(o: &LogOptions) -> Result<()> {
             o.max_record_size
         ));
     }
-    if (SEG_HDR + record_size(o.max_record_size as usize) + REC_HDR) as u64 > o.segment_size {
+    if (SEG_HDR + record_size(o.max_record_size as usize) + seal::SEAL_RESERVE) as u64
+        > o.segment_size
+    {
         return bad(format!(
             "max_record_size {} does not fit into segment_size {}",
             o.max_record_size, o.segment_size
@@ -507,7 +510,8 @@ impl Inner {
     /// Lock the writer with room for `need` bytes in the active segment.
     fn writer_for(&self, need: usize) -> Result<MutexGuard<'_, Writer>> {
         self.check_poison()?;
-        let usable = self.opts.segment_size as usize - SEG_HDR - REC_HDR;
+        // Keep room for the end marker and the seal footer.
+        let usable = self.opts.segment_size as usize - SEG_HDR - seal::SEAL_RESERVE;
         if need > usable {
             return Err(Error::BatchTooLarge {
                 len: need,
@@ -515,7 +519,7 @@ impl Inner {
             });
         }
         let mut w = lock(&self.writer);
-        if w.write_off + need > w.active.map.len() {
+        if w.write_off + need + seal::SEAL_RESERVE > w.active.map.len() {
             self.rotate(&mut w)?;
         }
         Ok(w)
@@ -582,7 +586,14 @@ impl Inner {
             prepared.discard();
             return Err(self.poison_with(&Error::Injected("sync failure".into())));
         }
-        if let Err(e) = w.active.seal(w.write_off) {
+        // A main-directory segment holds consecutive LSNs from its first.
+        let first = w.active.hdr.first_lsn;
+        let records = w.next_lsn - first;
+        let range = (records > 0).then_some((first, w.next_lsn - 1));
+        if let Err(e) = w
+            .active
+            .seal(w.write_off, range.map(|r| r.0), range.map(|r| r.1), records)
+        {
             prepared.discard();
             return Err(self.poison_with(&e));
         }

@@ -59,7 +59,9 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
                 "segment in a generation directory is not marked compacted",
             ));
         }
-        let sc = recovery::scan(s.map.bytes(s.map.len()), &s.hdr, prev_last);
+        let bytes = s.map.bytes(s.map.len());
+        let sc = recovery::scan_sealed(bytes, &s.hdr, prev_last)
+            .unwrap_or_else(|| recovery::scan(bytes, &s.hdr, prev_last));
         if let Some(pr) = sc.problem {
             return Err(corrupt(p, pr.offset, pr.lsn, pr.reason));
         }
@@ -82,10 +84,16 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     }
     let mut expected = manifest.compacted_end.max(1);
     let n_main = live.main.len();
+    // Whether the newest main segment was sealed (a crash between sealing it
+    // and installing its successor): then appends go to a new segment.
+    let mut newest_sealed = false;
     for (i, p) in live.main.iter().enumerate() {
         let newest = i + 1 == n_main;
         let mut s = Segment::open(p, newest)?;
-        if newest && (s.map.len() as u64) < opts.segment_size {
+        // Sealed segments are checked by one CRC pass (their footer), not
+        // record by record: this is what keeps reopening a long log fast.
+        let fast = recovery::scan_sealed(s.map.bytes(s.map.len()), &s.hdr, expected - 1);
+        if fast.is_none() && newest && (s.map.len() as u64) < opts.segment_size {
             // Trimmed when sealed (crash before the next segment was installed)
             // or cut short: grow it back first; the new bytes are zeros.
             s = s.extend_to(opts.segment_size, opts.zero_fill)?;
@@ -116,7 +124,11 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
                 },
             ));
         }
-        let sc = recovery::scan(s.map.bytes(s.map.len()), &s.hdr, expected - 1);
+        let sc = match fast {
+            Some(sc) => sc,
+            None => recovery::scan(s.map.bytes(s.map.len()), &s.hdr, expected - 1),
+        };
+        newest_sealed = newest && sc.sealed;
         if let Some(pr) = sc.problem {
             let tolerable = newest && pr.torn && opts.recovery == RecoveryMode::TolerateTail;
             if !tolerable {
@@ -141,7 +153,7 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
         segs.push(s);
     }
     let mut next_segment_id = manifest.next_segment_id.max(max_id + 1).max(1);
-    let active = if n_main == 0 {
+    let active = if n_main == 0 || newest_sealed {
         let id = next_segment_id;
         next_segment_id += 1;
         segment::prepare(dir, id, opts.segment_size, None, opts.zero_fill)?

@@ -11,6 +11,7 @@
 
 use super::record::u64_at;
 use super::record::{all_zero, last_nonzero, parse_at, Parsed, CONT, LEN_MASK, REC_HDR};
+use super::seal::SealFooter;
 use super::segment::{SegHeader, SEG_HDR};
 
 /// Something other than zeros after the last whole batch.
@@ -35,6 +36,41 @@ pub struct Scan {
     pub last_lsn: Option<u64>,
     pub records: u64,
     pub problem: Option<Problem>,
+    /// The segment ends with a trusted seal footer (it was sealed).
+    pub sealed: bool,
+}
+
+/// The fast path for a sealed segment (`bytes` = the whole trimmed file):
+/// the scan result read from its trusted seal footer, without walking the
+/// records. `None` if there is no trusted footer at the end of the file or
+/// its LSNs do not fit after `prev_lsn`; then [`scan`] walks the records and
+/// names whatever is wrong.
+pub fn scan_sealed(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Option<Scan> {
+    let f = SealFooter::at_file_end(bytes, hdr.segment_id)?;
+    let fits = if f.records == 0 {
+        f.first_lsn == 0 && f.last_lsn == 0
+    } else if hdr.compacted() {
+        f.first_lsn > prev_lsn && f.first_lsn >= hdr.first_lsn && f.last_lsn >= f.first_lsn
+    } else {
+        f.first_lsn == hdr.first_lsn && f.last_lsn == f.first_lsn + f.records - 1
+    };
+    fits.then(|| Scan {
+        end: f.used as usize,
+        first_lsn: (f.records > 0).then_some(f.first_lsn),
+        last_lsn: (f.records > 0).then_some(f.last_lsn),
+        records: f.records,
+        problem: None,
+        sealed: true,
+    })
+}
+
+/// After the end-of-data marker at `off`: nothing but zeros, or zeros and a
+/// trusted seal footer that agrees with `off`?
+fn clean_end(bytes: &[u8], off: usize, segment_id: u64) -> Option<bool> {
+    if all_zero(bytes, off) {
+        return Some(false);
+    }
+    SealFooter::verified_at(bytes, off, segment_id).map(|_| true)
 }
 
 /// Does a valid record of this segment start somewhere in `(from, len)`?
@@ -81,6 +117,7 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
         last_lsn: None,
         records: 0,
         problem: None,
+        sealed: false,
     };
     let mut batch: Option<(usize, u64, u64)> = None; // (offset, first lsn, count)
     let stop: Option<(Option<u64>, &'static str)>;
@@ -125,8 +162,11 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
     let cut = batch.map(|b| b.0).unwrap_or(off);
     match stop {
         None => {
-            if batch.is_none() && all_zero(bytes, off) {
-                return out;
+            if batch.is_none() {
+                if let Some(sealed) = clean_end(bytes, off, id) {
+                    out.sealed = sealed;
+                    return out;
+                }
             }
             let (offset, lsn, reason) = match batch {
                 Some((o, l, _)) => (o, Some(l), "unterminated batch at the end of data"),
@@ -234,7 +274,7 @@ pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl Fn
                 )
             }
             Parsed::End => {
-                if all_zero(bytes, off) {
+                if clean_end(bytes, off, id).is_some() {
                     return;
                 }
                 (

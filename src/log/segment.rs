@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use super::mmap::{fallocate, Map};
+use super::seal::{data_crc, footer_offset, sealed_len, SealFooter, SEAL_FOOTER};
 
 use super::record::u64_at;
 use crate::error::{Error, Result};
@@ -20,8 +21,11 @@ use crate::error::{Error, Result};
 pub const SEG_HDR: usize = 64;
 /// Segment magic.
 pub const MAGIC: &[u8; 8] = b"AGLOGSEG";
-/// Current segment format version.
-pub const VERSION: u32 = 1;
+/// Current segment format version (2: sealed segments end with a seal
+/// footer, see `seal.rs`). Version 1 segments are still read.
+pub const VERSION: u32 = 2;
+/// Oldest segment format version this build reads.
+pub const MIN_VERSION: u32 = 1;
 /// Header flag bit 0: compacted segment (LSNs increasing with gaps).
 pub const FLAG_COMPACTED: u32 = 1;
 
@@ -73,7 +77,7 @@ impl SegHeader {
             return Err("segment header checksum mismatch");
         }
         let version = u32::from_le_bytes(b[8..12].try_into().expect("4"));
-        if version != VERSION {
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err("unsupported segment format version");
         }
         let flags = u32::from_le_bytes(b[12..16].try_into().expect("4"));
@@ -140,11 +144,6 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))
-}
-
-/// `round_up(used + 16, 4096)`, capped at `cap`: the size a sealed segment is trimmed to.
-pub fn trimmed_len(used: usize, cap: usize) -> usize {
-    ((used + 16 + 4095) & !4095).min(cap)
 }
 
 /// One mapped segment (the writer's, a reader's or verify's).
@@ -216,16 +215,45 @@ impl Segment {
         Ok(Segment { map, ..self })
     }
 
-    /// Seal: sync the used bytes, trim the file, sync it again.
-    pub fn seal(&self, used: usize) -> Result<()> {
+    /// Seal: sync the used bytes, write the seal footer (see `seal.rs`),
+    /// trim the file to `sealed_len(used)`, sync it again. The writer keeps
+    /// `SEAL_RESERVE` bytes free, so the footer lies inside the map.
+    pub fn seal(
+        &self,
+        used: usize,
+        first_lsn: Option<u64>,
+        last_lsn: Option<u64>,
+        records: u64,
+    ) -> Result<()> {
         let synced = self.synced.load(Ordering::Acquire) & !4095;
         if used > synced {
             self.map
                 .flush(synced, used - synced)
                 .map_err(|e| Error::io(&self.path, e))?;
         }
+        let len = sealed_len(used);
+        let pos = footer_offset(used);
+        if len > self.map.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: no room for the seal footer (used {used}, segment {})",
+                self.path.display(),
+                self.map.len()
+            )));
+        }
+        let all = self.map.bytes(used);
+        let footer = SealFooter {
+            used: used as u64,
+            first_lsn: first_lsn.unwrap_or(0),
+            last_lsn: last_lsn.unwrap_or(0),
+            records,
+            data_crc: data_crc(self.hdr.segment_id, &all[SEG_HDR..used]),
+        };
+        self.map.write(pos, &footer.encode());
+        self.map
+            .flush(pos, SEAL_FOOTER)
+            .map_err(|e| Error::io(&self.path, e))?;
         self.file
-            .set_len(trimmed_len(used, self.map.len()) as u64)
+            .set_len(len as u64)
             .and_then(|_| self.file.sync_all())
             .map_err(|e| Error::io(&self.path, e))?;
         self.synced.store(used, Ordering::Release);
