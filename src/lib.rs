@@ -8,6 +8,7 @@
 pub mod error;
 pub mod log;
 pub mod model;
+pub mod registry;
 pub mod time;
 
 pub use error::{Error, Result};

@@ -1,0 +1,437 @@
+//! Event payload encoding: `[tag: u8][at: i64 little-endian][body]`.
+//!
+//! The body is bincode 2 (`config::standard()`, serde) of a per-tag tuple or
+//! struct whose first field is the subject agent's name for agent events, so
+//! `payload[9..]` starts with the name's bincode form (a one-byte length for
+//! names up to 250 bytes, which command validation enforces, then the UTF-8
+//! bytes). [`SubjectFilter`] compares those bytes without decoding. Decoding
+//! never panics: an unknown tag is "written by a newer agentlog", a body that
+//! does not decode (or leaves trailing bytes) names its tag. The byte layout
+//! is specified in `docs/events.md`.
+
+use super::events::{
+    tag, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind,
+    SessionKey,
+};
+use crate::model::{Agent, Status, StatusCause};
+use crate::time::Timestamp;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Bytes before the body: tag and event time.
+pub const HEADER_LEN: usize = 9;
+
+/// Why a payload could not be turned into an [`Event`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("empty event payload")]
+    Empty,
+    #[error("event tag {tag} written by a newer agentlog (this build knows tags 1..={max})")]
+    UnknownTag { tag: u8, max: u8 },
+    #[error("invalid event tag 0")]
+    ZeroTag,
+    #[error("{name} event (tag {tag}) truncated: {len} bytes, header needs {HEADER_LEN}")]
+    Truncated {
+        tag: u8,
+        name: &'static str,
+        len: usize,
+    },
+    #[error("cannot decode {name} event body (tag {tag}): {reason}")]
+    Body {
+        tag: u8,
+        name: &'static str,
+        reason: String,
+    },
+}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+fn put_body<T: Serialize>(buf: &mut Vec<u8>, body: &T) {
+    // Serializing these plain data types into a Vec has no failure mode
+    // (no maps with non-string keys, no unsized sequences, no I/O).
+    bincode::serde::encode_into_std_write(body, buf, config())
+        .expect("encoding an event body into a Vec cannot fail");
+}
+
+fn put_header(buf: &mut Vec<u8>, t: u8, at: Timestamp) {
+    buf.clear();
+    buf.push(t);
+    buf.extend_from_slice(&at.as_millis().to_le_bytes());
+}
+
+/// Encodes `event` into `buf` (cleared first). With a reused buffer this does
+/// not allocate once the buffer is large enough.
+pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
+    put_header(buf, event.kind.tag(), event.at);
+    match &event.kind {
+        EventKind::AgentRegistered { reg, kind } => put_body(buf, &(reg.as_ref(), kind)),
+        EventKind::Heartbeat { agent, pid } => put_body(buf, &(agent.as_str(), pid)),
+        EventKind::StatusChanged {
+            agent,
+            status,
+            message,
+            cause,
+        } => put_body(buf, &(agent, status, message, cause)),
+        EventKind::FieldsUpdated { agent, fields } => put_body(buf, &(agent, fields)),
+        EventKind::AgentRemoved { agent } => put_body(buf, &(agent,)),
+        EventKind::MessagePosted(m) => put_body(buf, m),
+        EventKind::MessagesRead { reader, ids } => put_body(buf, &(reader, ids)),
+        EventKind::SessionOpened { key, ttl_ms } | EventKind::SessionHeartbeat { key, ttl_ms } => {
+            put_body(buf, &(key, ttl_ms))
+        }
+        EventKind::SessionClosed { key } => put_body(buf, &(key,)),
+        EventKind::AgentImported(a) => put_body(buf, a.as_ref()),
+    }
+}
+
+/// Encodes `event` into a new buffer.
+pub fn encode(event: &Event) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(64);
+    encode_into(event, &mut buf);
+    buf
+}
+
+/// The heartbeat hot path: encodes a heartbeat without building an [`Event`].
+pub fn encode_heartbeat_into(buf: &mut Vec<u8>, at: Timestamp, agent: &str, pid: Option<u32>) {
+    put_header(buf, tag::HEARTBEAT, at);
+    put_body(buf, &(agent, pid));
+}
+
+/// The tag and time of a payload, checking the tag is known.
+pub fn decode_header(payload: &[u8]) -> Result<(u8, Timestamp), DecodeError> {
+    let t = *payload.first().ok_or(DecodeError::Empty)?;
+    if t == 0 {
+        return Err(DecodeError::ZeroTag);
+    }
+    if t > tag::MAX_KNOWN {
+        return Err(DecodeError::UnknownTag {
+            tag: t,
+            max: tag::MAX_KNOWN,
+        });
+    }
+    let at: [u8; 8] = payload
+        .get(1..HEADER_LEN)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(DecodeError::Truncated {
+            tag: t,
+            name: tag::name(t),
+            len: payload.len(),
+        })?;
+    Ok((t, Timestamp(i64::from_le_bytes(at))))
+}
+
+fn body_err(t: u8, reason: impl std::fmt::Display) -> DecodeError {
+    DecodeError::Body {
+        tag: t,
+        name: tag::name(t),
+        reason: reason.to_string(),
+    }
+}
+
+fn body<T: DeserializeOwned>(t: u8, bytes: &[u8]) -> Result<T, DecodeError> {
+    let (v, used) =
+        bincode::serde::decode_from_slice(bytes, config()).map_err(|e| body_err(t, e))?;
+    if used != bytes.len() {
+        return Err(body_err(
+            t,
+            format_args!("{} trailing bytes after the body", bytes.len() - used),
+        ));
+    }
+    Ok(v)
+}
+
+/// Decodes a payload into an [`Event`].
+pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
+    let (t, at) = decode_header(payload)?;
+    let b = &payload[HEADER_LEN..];
+    let kind = match t {
+        tag::AGENT_REGISTERED => {
+            let (reg, kind): (Registration, RegistrationKind) = body(t, b)?;
+            EventKind::AgentRegistered {
+                reg: Box::new(reg),
+                kind,
+            }
+        }
+        tag::HEARTBEAT => {
+            let (agent, pid): (String, Option<u32>) = body(t, b)?;
+            EventKind::Heartbeat { agent, pid }
+        }
+        tag::STATUS_CHANGED => {
+            let (agent, status, message, cause): (String, Status, Option<String>, StatusCause) =
+                body(t, b)?;
+            EventKind::StatusChanged {
+                agent,
+                status,
+                message,
+                cause,
+            }
+        }
+        tag::FIELDS_UPDATED => {
+            let (agent, fields): (String, FieldUpdates) = body(t, b)?;
+            EventKind::FieldsUpdated { agent, fields }
+        }
+        tag::AGENT_REMOVED => {
+            let (agent,): (String,) = body(t, b)?;
+            EventKind::AgentRemoved { agent }
+        }
+        tag::MESSAGE_POSTED => EventKind::MessagePosted(body::<PostedMessage>(t, b)?),
+        tag::MESSAGES_READ => {
+            let (reader, ids): (String, Vec<Lsn>) = body(t, b)?;
+            EventKind::MessagesRead { reader, ids }
+        }
+        tag::SESSION_OPENED => {
+            let (key, ttl_ms): (SessionKey, i64) = body(t, b)?;
+            EventKind::SessionOpened { key, ttl_ms }
+        }
+        tag::SESSION_HEARTBEAT => {
+            let (key, ttl_ms): (SessionKey, i64) = body(t, b)?;
+            EventKind::SessionHeartbeat { key, ttl_ms }
+        }
+        tag::SESSION_CLOSED => {
+            let (key,): (SessionKey,) = body(t, b)?;
+            EventKind::SessionClosed { key }
+        }
+        tag::AGENT_IMPORTED => EventKind::AgentImported(Box::new(body::<Agent>(t, b)?)),
+        _ => unreachable!("decode_header rejects unknown tags"),
+    };
+    Ok(Event { at, kind })
+}
+
+/// A heartbeat decoded without allocating: the fold's fast path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatRef<'a> {
+    pub at: Timestamp,
+    pub agent: &'a str,
+    pub pid: Option<u32>,
+}
+
+/// Decodes a heartbeat payload borrowing the name from `payload`; `Ok(None)`
+/// when the payload is another kind.
+pub fn decode_heartbeat(payload: &[u8]) -> Result<Option<HeartbeatRef<'_>>, DecodeError> {
+    let (t, at) = decode_header(payload)?;
+    if t != tag::HEARTBEAT {
+        return Ok(None);
+    }
+    let b = &payload[HEADER_LEN..];
+    #[derive(Deserialize)]
+    struct Hb<'a>(&'a str, Option<u32>);
+    let (Hb(agent, pid), used): (Hb<'_>, usize) =
+        bincode::serde::borrow_decode_from_slice(b, config()).map_err(|e| body_err(t, e))?;
+    if used != b.len() {
+        return Err(body_err(t, "trailing bytes after the body"));
+    }
+    Ok(Some(HeartbeatRef { at, agent, pid }))
+}
+
+/// Byte prefilter for one agent's history: true when the payload's subject
+/// agent is `name` (exact for agent events), or when the event might concern
+/// it another way (a message or registration mentioning the name's bytes,
+/// which the caller then decodes to decide).
+#[derive(Debug, Clone)]
+pub struct SubjectFilter {
+    prefix: Vec<u8>,
+    name: Vec<u8>,
+}
+
+impl SubjectFilter {
+    pub fn new(name: &str) -> Self {
+        let mut prefix = Vec::with_capacity(name.len() + 9);
+        put_body(&mut prefix, &name);
+        SubjectFilter {
+            prefix,
+            name: name.as_bytes().to_vec(),
+        }
+    }
+
+    /// `true` if the payload may concern the agent; `false` means it surely
+    /// does not. Unknown tags and short payloads pass (the caller decodes
+    /// and reports them).
+    pub fn may_match(&self, payload: &[u8]) -> bool {
+        let Some(&t) = payload.first() else {
+            return true;
+        };
+        if t == 0 || t > tag::MAX_KNOWN || payload.len() < HEADER_LEN {
+            return true;
+        }
+        let b = &payload[HEADER_LEN..];
+        if b.starts_with(&self.prefix) && tag::has_subject_agent(t) {
+            return true;
+        }
+        match t {
+            // Recipient or parent: somewhere later in the body.
+            tag::MESSAGE_POSTED | tag::AGENT_REGISTERED => contains(b, &self.name),
+            _ => false,
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    if needle.is_empty() {
+        return true;
+    }
+    let first = needle[0];
+    let last = hay.len().saturating_sub(needle.len());
+    let mut i = 0;
+    while i <= last && hay.len() >= needle.len() {
+        match hay[i..=last].iter().position(|&c| c == first) {
+            None => return false,
+            Some(p) => {
+                let s = i + p;
+                if &hay[s..s + needle.len()] == needle {
+                    return true;
+                }
+                i = s + 1;
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Priority, Privacy};
+
+    fn samples() -> Vec<Event> {
+        let at = Timestamp(1_796_040_000_123);
+        let mut reg = Registration::new("a1", "claude", "/w");
+        reg.pid = Some(42);
+        reg.parent = Some("boss".into());
+        let key = SessionKey {
+            source: "s".into(),
+            workspace: "/w".into(),
+            session_id: "x".into(),
+        };
+        let kinds = vec![
+            EventKind::AgentRegistered {
+                reg: Box::new(reg),
+                kind: RegistrationKind::NewLife,
+            },
+            EventKind::Heartbeat {
+                agent: "a1".into(),
+                pid: Some(42),
+            },
+            EventKind::StatusChanged {
+                agent: "a1".into(),
+                status: Status::Idle,
+                message: Some("m".into()),
+                cause: StatusCause::LeaseExpired,
+            },
+            EventKind::FieldsUpdated {
+                agent: "a1".into(),
+                fields: FieldUpdates {
+                    pid: Some(None),
+                    log_path: Some(Some("/l".into())),
+                    ..Default::default()
+                },
+            },
+            EventKind::AgentRemoved { agent: "a1".into() },
+            EventKind::MessagePosted(PostedMessage {
+                from: "a1".into(),
+                to: Some("b".into()),
+                category: "c".into(),
+                body: "hello".into(),
+                priority: Priority::High,
+                privacy: Privacy::Private,
+                project_root: Some("/p".into()),
+                expires_at: at.add_secs(10),
+                request_id: Some("r".into()),
+                digest: 7,
+            }),
+            EventKind::MessagesRead {
+                reader: "a1".into(),
+                ids: vec![1, 900],
+            },
+            EventKind::SessionOpened {
+                key: key.clone(),
+                ttl_ms: 180_000,
+            },
+            EventKind::SessionHeartbeat {
+                key: key.clone(),
+                ttl_ms: 1,
+            },
+            EventKind::SessionClosed { key },
+            EventKind::AgentImported(Box::new(Agent::new("a1", "codex", "/", at))),
+        ];
+        kinds.into_iter().map(|kind| Event { at, kind }).collect()
+    }
+
+    #[test]
+    fn every_kind_round_trips_with_its_tag_and_subject_prefix() {
+        let f = SubjectFilter::new("a1");
+        let other = SubjectFilter::new("zz");
+        for e in samples() {
+            let bytes = encode(&e);
+            assert_eq!(bytes[0], e.kind.tag());
+            assert_eq!(decode(&bytes).unwrap(), e);
+            assert_eq!(
+                f.may_match(&bytes),
+                e.kind.subject_agent() == Some("a1"),
+                "{e:?}"
+            );
+            assert!(!other.may_match(&bytes));
+        }
+    }
+
+    #[test]
+    fn heartbeat_fast_path_matches_the_generic_codec() {
+        let mut buf = Vec::new();
+        encode_heartbeat_into(&mut buf, Timestamp(5), "agent-7", Some(9));
+        let e = Event {
+            at: Timestamp(5),
+            kind: EventKind::Heartbeat {
+                agent: "agent-7".into(),
+                pid: Some(9),
+            },
+        };
+        assert_eq!(buf, encode(&e));
+        let hb = decode_heartbeat(&buf).unwrap().unwrap();
+        assert_eq!(
+            (hb.at, hb.agent, hb.pid),
+            (Timestamp(5), "agent-7", Some(9))
+        );
+        assert_eq!(decode_heartbeat(&encode(&samples()[0])).unwrap(), None);
+        let cap = buf.capacity();
+        encode_heartbeat_into(&mut buf, Timestamp(6), "agent-8", None);
+        assert_eq!(buf.capacity(), cap, "reused buffer must not grow");
+    }
+
+    #[test]
+    fn bad_payloads_give_clear_errors() {
+        assert_eq!(decode(&[]).unwrap_err(), DecodeError::Empty);
+        let e = decode(&[200, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("event tag 200 written by a newer agentlog"),
+            "{e}"
+        );
+        assert_eq!(decode(&[0]).unwrap_err(), DecodeError::ZeroTag);
+        let e = decode(&[tag::HEARTBEAT, 1, 2]).unwrap_err();
+        assert!(
+            e.to_string().contains("Heartbeat event (tag 2) truncated"),
+            "{e}"
+        );
+        // A valid header and a body that is not a heartbeat.
+        let mut bad = vec![tag::HEARTBEAT, 0, 0, 0, 0, 0, 0, 0, 0, 250, b'x'];
+        let e = decode(&bad).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("cannot decode Heartbeat event body (tag 2)"),
+            "{e}"
+        );
+        assert!(decode_heartbeat(&bad).is_err());
+        // Trailing bytes are refused too.
+        bad = encode(&samples()[1]);
+        bad.push(0);
+        assert!(decode(&bad).unwrap_err().to_string().contains("trailing"));
+        // Every truncation of every sample is an error, never a panic.
+        for e in samples() {
+            let bytes = encode(&e);
+            for n in 0..bytes.len() {
+                assert!(decode(&bytes[..n]).is_err());
+            }
+        }
+    }
+}

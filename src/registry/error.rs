@@ -1,0 +1,75 @@
+//! [`RegistryError`]: why a command was refused. Every variant names the
+//! agent, pid or field at fault; a refused command appends nothing.
+
+use crate::model::Status;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("agent `{agent}` not found")]
+    NotFound { agent: String },
+    #[error("agent name `{agent}` is held by {holder} (status {status}); it must finish or be removed first")]
+    NameHeld {
+        agent: String,
+        /// "pid N", or "an agent registered without a pid".
+        holder: String,
+        pid: Option<u32>,
+        status: Status,
+    },
+    #[error("parent agent `{parent}` of `{agent}` not found")]
+    ParentNotFound { agent: String, parent: String },
+    #[error("parent agent `{parent}` of `{agent}` is {status}; a child needs a live parent")]
+    ParentFinished {
+        agent: String,
+        parent: String,
+        status: Status,
+    },
+    #[error("agent `{agent}` is {status} (finished); register again")]
+    Finished { agent: String, status: Status },
+    #[error("agent `{agent}` is registered by pid {registered}; the request came from pid {got}")]
+    PidMismatch {
+        agent: String,
+        registered: u32,
+        got: u32,
+    },
+    #[error("agent `{agent}` is {status} (finished); leaving a finished status to {requested} needs a new registration")]
+    LeaveFinished {
+        agent: String,
+        status: Status,
+        requested: Status,
+    },
+    #[error("update of agent `{agent}` names no field")]
+    NothingToUpdate { agent: String },
+    #[error("{field} must not be empty")]
+    Empty { field: &'static str },
+    #[error("{field} is {len} bytes; the limit is {max}")]
+    TooLong {
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("{field} contains control characters")]
+    ControlChars { field: &'static str },
+    #[error("{field} must be positive (got {value} ms)")]
+    NotPositive { field: &'static str, value: i64 },
+    #[error("request id `{request_id}` of agent `{agent}` reused with different content")]
+    RequestIdConflict { agent: String, request_id: String },
+}
+
+/// Checks a text field: non-empty, at most `max` bytes, no control
+/// characters.
+pub(crate) fn check_text(field: &'static str, v: &str, max: usize) -> Result<(), RegistryError> {
+    if v.is_empty() {
+        return Err(RegistryError::Empty { field });
+    }
+    if v.len() > max {
+        return Err(RegistryError::TooLong {
+            field,
+            len: v.len(),
+            max,
+        });
+    }
+    if v.chars().any(char::is_control) {
+        return Err(RegistryError::ControlChars { field });
+    }
+    Ok(())
+}

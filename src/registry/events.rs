@@ -1,0 +1,297 @@
+//! The event catalogue: every fact the registry log records.
+//!
+//! An [`Event`] is an event time plus an [`EventKind`]. Events are facts:
+//! commands are validated before their events are appended, and folding an
+//! event never fails (see `state.rs`). Each kind has a fixed one-byte tag
+//! ([`tag`]) that is part of the on-disk format: tags are never reused and
+//! new kinds are only appended. Agent events put the subject agent's name as
+//! the first body field so a history scan can filter records by comparing
+//! bytes before decoding (see `codec.rs`).
+
+use crate::model::{Agent, HostMode, Priority, Privacy, Status, StatusCause};
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Log sequence number of a record; a message's id is the LSN of its post.
+pub type Lsn = u64;
+
+/// One-byte event tags (byte 0 of every payload). Never reuse or renumber.
+pub mod tag {
+    pub const AGENT_REGISTERED: u8 = 1;
+    pub const HEARTBEAT: u8 = 2;
+    pub const STATUS_CHANGED: u8 = 3;
+    pub const FIELDS_UPDATED: u8 = 4;
+    pub const AGENT_REMOVED: u8 = 5;
+    pub const MESSAGE_POSTED: u8 = 6;
+    pub const MESSAGES_READ: u8 = 7;
+    pub const SESSION_OPENED: u8 = 8;
+    pub const SESSION_HEARTBEAT: u8 = 9;
+    pub const SESSION_CLOSED: u8 = 10;
+    pub const AGENT_IMPORTED: u8 = 11;
+    /// The highest tag this build knows.
+    pub const MAX_KNOWN: u8 = 11;
+
+    /// The kind's name for a tag, for error messages.
+    pub fn name(tag: u8) -> &'static str {
+        match tag {
+            AGENT_REGISTERED => "AgentRegistered",
+            HEARTBEAT => "Heartbeat",
+            STATUS_CHANGED => "StatusChanged",
+            FIELDS_UPDATED => "FieldsUpdated",
+            AGENT_REMOVED => "AgentRemoved",
+            MESSAGE_POSTED => "MessagePosted",
+            MESSAGES_READ => "MessagesRead",
+            SESSION_OPENED => "SessionOpened",
+            SESSION_HEARTBEAT => "SessionHeartbeat",
+            SESSION_CLOSED => "SessionClosed",
+            AGENT_IMPORTED => "AgentImported",
+            _ => "unknown",
+        }
+    }
+
+    /// Tags whose body starts with the subject agent's name.
+    pub const fn has_subject_agent(tag: u8) -> bool {
+        matches!(
+            tag,
+            AGENT_REGISTERED
+                | HEARTBEAT
+                | STATUS_CHANGED
+                | FIELDS_UPDATED
+                | AGENT_REMOVED
+                | MESSAGE_POSTED
+                | MESSAGES_READ
+                | AGENT_IMPORTED
+        )
+    }
+}
+
+/// One fact in the log: when it happened and what happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: Timestamp,
+    pub kind: EventKind,
+}
+
+/// How a registration related to the name's previous holder, as decided by
+/// the command at validation time (the fold re-derives it and counts a
+/// disagreement as an anomaly).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RegistrationKind {
+    /// The name was not registered.
+    New,
+    /// Same holder (pid and start time) re-registered a live name.
+    Renewal,
+    /// The previous holder had finished: a new life of the name starts.
+    NewLife,
+}
+
+/// Every field a registration sets (SPEC §2 and the schema-v4 row).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Registration {
+    /// Subject agent (first field: the history prefilter relies on it).
+    pub name: String,
+    pub provider: String,
+    pub cwd: String,
+    pub role: Option<String>,
+    pub agent_type: Option<String>,
+    pub parent: Option<String>,
+    pub durable_identity: Option<String>,
+    pub pid: Option<u32>,
+    pub pid_start_time: Option<u64>,
+    pub host_mode: Option<HostMode>,
+    pub log_path: Option<String>,
+    pub claude_short_id: Option<String>,
+    pub codex_session_id: Option<String>,
+    pub gemini_session_id: Option<String>,
+    pub claude_session_uuid: Option<String>,
+    pub mcp_channel_id: Option<String>,
+    pub short_id: String,
+    pub project_root: String,
+    pub messaging_socket_path: Option<String>,
+    pub cc_session_id: Option<String>,
+}
+
+impl Registration {
+    /// A registration with only the required fields set.
+    pub fn new(name: &str, provider: &str, cwd: &str) -> Self {
+        Registration {
+            name: name.to_string(),
+            provider: provider.to_string(),
+            cwd: cwd.to_string(),
+            role: None,
+            agent_type: None,
+            parent: None,
+            durable_identity: None,
+            pid: None,
+            pid_start_time: None,
+            host_mode: None,
+            log_path: None,
+            claude_short_id: None,
+            codex_session_id: None,
+            gemini_session_id: None,
+            claude_session_uuid: None,
+            mcp_channel_id: None,
+            short_id: String::new(),
+            project_root: String::new(),
+            messaging_socket_path: None,
+            cc_session_id: None,
+        }
+    }
+}
+
+/// Field changes: `None` leaves a field alone, `Some(None)` clears it,
+/// `Some(Some(v))` sets it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldUpdates {
+    pub claude_short_id: Option<Option<String>>,
+    pub codex_session_id: Option<Option<String>>,
+    pub gemini_session_id: Option<Option<String>>,
+    pub claude_session_uuid: Option<Option<String>>,
+    pub cc_session_id: Option<Option<String>>,
+    pub mcp_channel_id: Option<Option<String>>,
+    pub host_mode: Option<Option<HostMode>>,
+    pub last_message_at: Option<Option<Timestamp>>,
+    pub log_path: Option<Option<String>>,
+    pub pid: Option<Option<u32>>,
+    pub pid_start_time: Option<Option<u64>>,
+    pub last_reconciled_at: Option<Option<Timestamp>>,
+    pub messaging_socket_path: Option<Option<String>>,
+}
+
+impl FieldUpdates {
+    pub fn is_empty(&self) -> bool {
+        *self == FieldUpdates::default()
+    }
+}
+
+/// A posted message as logged. Its id is the LSN of the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostedMessage {
+    /// Sender (first field: the history prefilter relies on it).
+    pub from: String,
+    /// `None` = broadcast.
+    pub to: Option<String>,
+    pub category: String,
+    pub body: String,
+    pub priority: Priority,
+    pub privacy: Privacy,
+    pub project_root: Option<String>,
+    pub expires_at: Timestamp,
+    pub request_id: Option<String>,
+    /// FNV-1a 64 of the content (see `messages::content_digest`).
+    pub digest: u64,
+}
+
+/// Identity of a logical session.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SessionKey {
+    pub source: String,
+    pub workspace: String,
+    pub session_id: String,
+}
+
+/// What happened. Variant order is irrelevant to the format (tags are
+/// explicit); see [`EventKind::tag`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventKind {
+    AgentRegistered {
+        reg: Box<Registration>,
+        kind: RegistrationKind,
+    },
+    Heartbeat {
+        agent: String,
+        pid: Option<u32>,
+    },
+    StatusChanged {
+        agent: String,
+        status: Status,
+        message: Option<String>,
+        cause: StatusCause,
+    },
+    FieldsUpdated {
+        agent: String,
+        fields: FieldUpdates,
+    },
+    AgentRemoved {
+        agent: String,
+    },
+    MessagePosted(PostedMessage),
+    MessagesRead {
+        reader: String,
+        ids: Vec<Lsn>,
+    },
+    SessionOpened {
+        key: SessionKey,
+        ttl_ms: i64,
+    },
+    SessionHeartbeat {
+        key: SessionKey,
+        ttl_ms: i64,
+    },
+    SessionClosed {
+        key: SessionKey,
+    },
+    /// A whole row brought in from a schema-v4 `registry.json` (or another
+    /// store): replaces any agent of that name.
+    AgentImported(Box<Agent>),
+}
+
+impl EventKind {
+    pub const fn tag(&self) -> u8 {
+        match self {
+            EventKind::AgentRegistered { .. } => tag::AGENT_REGISTERED,
+            EventKind::Heartbeat { .. } => tag::HEARTBEAT,
+            EventKind::StatusChanged { .. } => tag::STATUS_CHANGED,
+            EventKind::FieldsUpdated { .. } => tag::FIELDS_UPDATED,
+            EventKind::AgentRemoved { .. } => tag::AGENT_REMOVED,
+            EventKind::MessagePosted(_) => tag::MESSAGE_POSTED,
+            EventKind::MessagesRead { .. } => tag::MESSAGES_READ,
+            EventKind::SessionOpened { .. } => tag::SESSION_OPENED,
+            EventKind::SessionHeartbeat { .. } => tag::SESSION_HEARTBEAT,
+            EventKind::SessionClosed { .. } => tag::SESSION_CLOSED,
+            EventKind::AgentImported(_) => tag::AGENT_IMPORTED,
+        }
+    }
+
+    /// The agent the event is about (the sender for a message, the reader
+    /// for a read receipt); `None` for session events.
+    pub fn subject_agent(&self) -> Option<&str> {
+        match self {
+            EventKind::AgentRegistered { reg, .. } => Some(&reg.name),
+            EventKind::Heartbeat { agent, .. }
+            | EventKind::StatusChanged { agent, .. }
+            | EventKind::FieldsUpdated { agent, .. }
+            | EventKind::AgentRemoved { agent } => Some(agent),
+            EventKind::MessagePosted(m) => Some(&m.from),
+            EventKind::MessagesRead { reader, .. } => Some(reader),
+            EventKind::AgentImported(a) => Some(&a.name),
+            EventKind::SessionOpened { .. }
+            | EventKind::SessionHeartbeat { .. }
+            | EventKind::SessionClosed { .. } => None,
+        }
+    }
+
+    /// Whether the event belongs in `agent`'s history: its own events,
+    /// messages it sent or that were addressed to it, and its read receipts.
+    /// A broadcast it never read is not in its history.
+    pub fn concerns_agent(&self, agent: &str) -> bool {
+        if self.subject_agent() == Some(agent) {
+            return true;
+        }
+        match self {
+            EventKind::MessagePosted(m) => m.to.as_deref() == Some(agent),
+            EventKind::AgentRegistered { reg, .. } => reg.parent.as_deref() == Some(agent),
+            _ => false,
+        }
+    }
+
+    /// The session the event concerns, if any.
+    pub fn session(&self) -> Option<&SessionKey> {
+        match self {
+            EventKind::SessionOpened { key, .. }
+            | EventKind::SessionHeartbeat { key, .. }
+            | EventKind::SessionClosed { key } => Some(key),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! The agent registry as events (SPEC §2–§4): the event catalogue and its
+//! byte encoding, the [`State`] and its deterministic fold, command
+//! validation, sweep and retention. Everything here is pure (no I/O, no
+//! clock): the `Store` appends the events these functions produce to the log
+//! and folds them.
+
+pub mod agents;
+pub mod codec;
+pub mod commands;
+pub mod error;
+pub mod events;
+pub mod messages;
+pub mod retention;
+pub mod sessions;
+pub mod state;
+pub mod sweep;
+
+pub use agents::AgentMap;
+pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
+pub use error::RegistryError;
+pub use events::{
+    tag, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind,
+    SessionKey,
+};
+pub use messages::{PostMessage, PostOutcome};
+pub use retention::{retention, Kept, Retention, RetentionPolicy};
+pub use sessions::SessionOp;
+pub use state::{Message, Session, State};
+pub use sweep::{sweep, FakeProbe, NoProbe, ProcProbe, ProcessProbe, ProcessState, SweepPolicy};

@@ -1,0 +1,378 @@
+//! [`State`]: the registry the fold maintains, and [`State::apply`].
+//!
+//! `apply` is pure and deterministic: it reads only the event and its LSN,
+//! never a clock, and it never fails. An event that cannot take effect (it
+//! names a missing agent, heartbeats a finished agent, …) is counted in
+//! [`State::anomalies`] and otherwise ignored. A heartbeat costs one hash
+//! lookup and no allocation. Messages are kept in id (= LSN) order, at most
+//! `max_messages` of them; expiry is judged by event times only (a post drops
+//! messages whose expiry is at or before the post's time). Sessions silent
+//! past their TTL are dropped whenever a session event is applied.
+
+use super::agents::AgentMap;
+use super::codec::{self, DecodeError};
+use super::events::{
+    Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind, SessionKey,
+};
+use crate::model::{Agent, Priority, Privacy, Status, StatusCause};
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Default cap on live messages.
+pub const DEFAULT_MAX_MESSAGES: usize = 200;
+
+/// A live message. `id` is the LSN of its `MessagePosted` record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: Lsn,
+    pub posted_at: Timestamp,
+    pub from: String,
+    pub to: Option<String>,
+    pub category: String,
+    pub body: String,
+    pub priority: Priority,
+    pub privacy: Privacy,
+    pub project_root: Option<String>,
+    pub expires_at: Timestamp,
+    pub request_id: Option<String>,
+    pub digest: u64,
+    /// Readers other than the sender (who counts as having read it), in
+    /// reading order.
+    pub read_by: Vec<String>,
+}
+
+impl Message {
+    pub fn is_read_by(&self, agent: &str) -> bool {
+        self.from == agent || self.read_by.iter().any(|r| r == agent)
+    }
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expires_at <= now
+    }
+}
+
+/// A logical session's presence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub opened_at: Timestamp,
+    pub last_heartbeat: Timestamp,
+    pub ttl_ms: i64,
+}
+
+impl Session {
+    /// Silent for longer than its TTL at `now`.
+    pub fn is_timed_out(&self, now: Timestamp) -> bool {
+        now.millis_since(self.last_heartbeat) > self.ttl_ms
+    }
+}
+
+/// Idempotency key of a post: (sender, project root, request id).
+pub type RequestKey = (String, Option<String>, String);
+
+/// The registry: agents, messages, request ids and logical sessions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    pub(crate) agents: AgentMap,
+    pub(crate) messages: VecDeque<Message>,
+    pub(crate) requests: BTreeMap<RequestKey, Lsn>,
+    pub(crate) sessions: BTreeMap<SessionKey, Session>,
+    pub(crate) max_messages: usize,
+    pub(crate) anomalies: u64,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State::new(DEFAULT_MAX_MESSAGES)
+    }
+}
+
+impl State {
+    /// An empty registry keeping at most `max_messages` (at least 1) messages.
+    pub fn new(max_messages: usize) -> Self {
+        State {
+            agents: AgentMap::new(),
+            messages: VecDeque::new(),
+            requests: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            max_messages: max_messages.max(1),
+            anomalies: 0,
+        }
+    }
+
+    pub fn agents(&self) -> &AgentMap {
+        &self.agents
+    }
+    pub fn agent(&self, name: &str) -> Option<&Agent> {
+        self.agents.get(name)
+    }
+    /// Live messages, oldest first.
+    pub fn messages(&self) -> &VecDeque<Message> {
+        &self.messages
+    }
+    pub fn message(&self, id: Lsn) -> Option<&Message> {
+        self.messages
+            .binary_search_by_key(&id, |m| m.id)
+            .ok()
+            .map(|i| &self.messages[i])
+    }
+    pub fn sessions(&self) -> &BTreeMap<SessionKey, Session> {
+        &self.sessions
+    }
+    /// Request-id index: (sender, project, request id) → message id.
+    pub fn requests(&self) -> &BTreeMap<RequestKey, Lsn> {
+        &self.requests
+    }
+    pub fn max_messages(&self) -> usize {
+        self.max_messages
+    }
+    /// Events that could not take effect (they named a missing agent, …).
+    pub fn anomalies(&self) -> u64 {
+        self.anomalies
+    }
+
+    /// Folds one decoded event.
+    pub fn apply(&mut self, lsn: Lsn, event: &Event) {
+        let at = event.at;
+        match &event.kind {
+            EventKind::AgentRegistered { reg, kind } => self.apply_registration(at, reg, *kind),
+            EventKind::Heartbeat { agent, pid } => self.apply_heartbeat(at, agent, *pid),
+            EventKind::StatusChanged {
+                agent,
+                status,
+                message,
+                cause,
+            } => match self.agents.get_mut(agent) {
+                Some(a) => {
+                    a.status = *status;
+                    a.status_message.clone_from(message);
+                    a.status_cause = *cause;
+                    // Sweeps record why an agent went quiet; they are not activity.
+                    if *cause == StatusCause::Command {
+                        a.last_active = at;
+                    }
+                }
+                None => self.anomalies += 1,
+            },
+            EventKind::FieldsUpdated { agent, fields } => match self.agents.get_mut(agent) {
+                Some(a) => apply_fields(a, fields),
+                None => self.anomalies += 1,
+            },
+            EventKind::AgentRemoved { agent } => {
+                if self.agents.remove(agent).is_none() {
+                    self.anomalies += 1;
+                }
+            }
+            EventKind::MessagePosted(m) => self.apply_post(lsn, at, m),
+            EventKind::MessagesRead { reader, ids } => {
+                // A receipt for a message already dropped is harmless.
+                for &id in ids {
+                    if let Ok(i) = self.messages.binary_search_by_key(&id, |m| m.id) {
+                        let m = &mut self.messages[i];
+                        if !m.is_read_by(reader) {
+                            m.read_by.push(reader.clone());
+                        }
+                    }
+                }
+            }
+            EventKind::SessionOpened { key, ttl_ms }
+            | EventKind::SessionHeartbeat { key, ttl_ms } => {
+                self.prune_sessions(at);
+                match self.sessions.get_mut(key) {
+                    Some(s) => {
+                        s.last_heartbeat = at;
+                        s.ttl_ms = *ttl_ms;
+                    }
+                    None => {
+                        self.sessions.insert(
+                            key.clone(),
+                            Session {
+                                opened_at: at,
+                                last_heartbeat: at,
+                                ttl_ms: *ttl_ms,
+                            },
+                        );
+                    }
+                }
+            }
+            EventKind::SessionClosed { key } => {
+                self.prune_sessions(at);
+                self.sessions.remove(key);
+            }
+            EventKind::AgentImported(a) => self.agents.upsert(a.as_ref().clone()),
+        }
+    }
+
+    /// Folds one record payload; heartbeats take an allocation-free path.
+    pub fn apply_payload(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), DecodeError> {
+        if let Some(hb) = codec::decode_heartbeat(payload)? {
+            self.apply_heartbeat(hb.at, hb.agent, hb.pid);
+            return Ok(());
+        }
+        let event = codec::decode(payload)?;
+        self.apply(lsn, &event);
+        Ok(())
+    }
+
+    /// A heartbeat: one lookup, no allocation.
+    #[inline]
+    pub fn apply_heartbeat(&mut self, at: Timestamp, agent: &str, pid: Option<u32>) {
+        let Some(a) = self.agents.get_mut(agent) else {
+            self.anomalies += 1;
+            return;
+        };
+        if let (Some(p), Some(r)) = (pid, a.pid) {
+            if p != r {
+                self.anomalies += 1;
+                return;
+            }
+        }
+        let lease_set = a.status_cause == StatusCause::LeaseExpired;
+        if a.status.is_finished() && !lease_set {
+            self.anomalies += 1;
+            return;
+        }
+        if lease_set && (a.status == Status::Idle || a.status.is_finished()) {
+            a.status = Status::Live;
+            a.status_message = None;
+            a.status_cause = StatusCause::Command;
+        }
+        a.last_active = at;
+    }
+
+    /// What a registration of `name` would be now.
+    pub fn registration_kind(&self, name: &str) -> RegistrationKind {
+        match self.agents.get(name) {
+            None => RegistrationKind::New,
+            Some(a) if a.is_finished() => RegistrationKind::NewLife,
+            Some(_) => RegistrationKind::Renewal,
+        }
+    }
+
+    fn apply_registration(&mut self, at: Timestamp, reg: &Registration, logged: RegistrationKind) {
+        let kind = self.registration_kind(&reg.name);
+        if kind != logged {
+            self.anomalies += 1;
+        }
+        let mut row = match (kind, self.agents.get(&reg.name)) {
+            (RegistrationKind::Renewal, Some(old)) => {
+                let mut a = old.clone();
+                a.registered_at = at;
+                a
+            }
+            (RegistrationKind::NewLife, Some(old)) => {
+                let mut a = Agent::new(&reg.name, &reg.provider, &reg.cwd, at);
+                a.life = old.life.saturating_add(1);
+                a
+            }
+            _ => Agent::new(&reg.name, &reg.provider, &reg.cwd, at),
+        };
+        row.provider.clone_from(&reg.provider);
+        row.cwd.clone_from(&reg.cwd);
+        row.role.clone_from(&reg.role);
+        row.agent_type.clone_from(&reg.agent_type);
+        row.parent.clone_from(&reg.parent);
+        row.durable_identity.clone_from(&reg.durable_identity);
+        row.pid = reg.pid;
+        row.pid_start_time = reg.pid_start_time;
+        row.host_mode = reg.host_mode;
+        row.log_path.clone_from(&reg.log_path);
+        row.claude_short_id.clone_from(&reg.claude_short_id);
+        row.codex_session_id.clone_from(&reg.codex_session_id);
+        row.gemini_session_id.clone_from(&reg.gemini_session_id);
+        row.claude_session_uuid.clone_from(&reg.claude_session_uuid);
+        row.mcp_channel_id.clone_from(&reg.mcp_channel_id);
+        row.short_id.clone_from(&reg.short_id);
+        row.project_root.clone_from(&reg.project_root);
+        row.messaging_socket_path
+            .clone_from(&reg.messaging_socket_path);
+        row.cc_session_id.clone_from(&reg.cc_session_id);
+        row.status = Status::Live;
+        row.status_message = None;
+        row.status_cause = StatusCause::Command;
+        row.last_active = at;
+        self.agents.upsert(row);
+    }
+
+    fn apply_post(&mut self, lsn: Lsn, at: Timestamp, m: &PostedMessage) {
+        if self.messages.back().is_some_and(|last| last.id >= lsn) {
+            // Ids must grow with the log; a replay out of order is refused.
+            self.anomalies += 1;
+            return;
+        }
+        self.drop_messages_where(|old| old.is_expired(at));
+        if let Some(rid) = &m.request_id {
+            self.requests
+                .insert((m.from.clone(), m.project_root.clone(), rid.clone()), lsn);
+        }
+        self.messages.push_back(Message {
+            id: lsn,
+            posted_at: at,
+            from: m.from.clone(),
+            to: m.to.clone(),
+            category: m.category.clone(),
+            body: m.body.clone(),
+            priority: m.priority,
+            privacy: m.privacy,
+            project_root: m.project_root.clone(),
+            expires_at: m.expires_at,
+            request_id: m.request_id.clone(),
+            digest: m.digest,
+            read_by: Vec::new(),
+        });
+        while self.messages.len() > self.max_messages {
+            if let Some(old) = self.messages.pop_front() {
+                self.unindex(&old);
+            }
+        }
+    }
+
+    /// Drops messages matching `drop`, keeping the request index in step.
+    pub(crate) fn drop_messages_where(&mut self, mut drop: impl FnMut(&Message) -> bool) {
+        if !self.messages.iter().any(&mut drop) {
+            return;
+        }
+        let mut kept = VecDeque::with_capacity(self.messages.len());
+        for m in std::mem::take(&mut self.messages) {
+            if drop(&m) {
+                self.unindex(&m);
+            } else {
+                kept.push_back(m);
+            }
+        }
+        self.messages = kept;
+    }
+
+    fn unindex(&mut self, m: &Message) {
+        if let Some(rid) = &m.request_id {
+            let key = (m.from.clone(), m.project_root.clone(), rid.clone());
+            if self.requests.get(&key) == Some(&m.id) {
+                self.requests.remove(&key);
+            }
+        }
+    }
+
+    pub(crate) fn prune_sessions(&mut self, now: Timestamp) {
+        self.sessions.retain(|_, s| !s.is_timed_out(now));
+    }
+}
+
+fn apply_fields(a: &mut Agent, f: &FieldUpdates) {
+    fn set<T: Clone>(dst: &mut Option<T>, v: &Option<Option<T>>) {
+        if let Some(v) = v {
+            dst.clone_from(v);
+        }
+    }
+    set(&mut a.claude_short_id, &f.claude_short_id);
+    set(&mut a.codex_session_id, &f.codex_session_id);
+    set(&mut a.gemini_session_id, &f.gemini_session_id);
+    set(&mut a.claude_session_uuid, &f.claude_session_uuid);
+    set(&mut a.cc_session_id, &f.cc_session_id);
+    set(&mut a.mcp_channel_id, &f.mcp_channel_id);
+    set(&mut a.host_mode, &f.host_mode);
+    set(&mut a.last_message_at, &f.last_message_at);
+    set(&mut a.log_path, &f.log_path);
+    set(&mut a.pid, &f.pid);
+    set(&mut a.pid_start_time, &f.pid_start_time);
+    set(&mut a.last_reconciled_at, &f.last_reconciled_at);
+    set(&mut a.messaging_socket_path, &f.messaging_socket_path);
+}

@@ -1,0 +1,199 @@
+//! Sweep: lease expiry and process identity, as status-change events.
+//!
+//! For every agent that is not finished, in registration order:
+//! 1. Process identity (when the agent has a pid and the probe can tell):
+//!    the pid is gone, or its start time differs from `pid_start_time` →
+//!    `exited`, "process identity no longer matches", cause `process_gone`.
+//! 2. Otherwise, lease: if it is not `idle` and `now - last_active` exceeds
+//!    the lease (default 120 s) → `idle` "no heartbeat within the lease" when
+//!    it is *attached to a transport / long-lived host*, else `exited`
+//!    "worker lease expired; register again before continuing"; cause
+//!    `lease_expired` (a heartbeat from the same pid revives either).
+//!
+//! Transport-attached (decided from the seed, where agents registered
+//! through an MCP transport go idle rather than finished): `host_mode` is
+//! `interactive`, or an `mcp_channel_id` is recorded, or `agent_type` is
+//! `mcp`.
+
+use super::events::{Event, EventKind};
+use super::state::State;
+use crate::model::{Agent, HostMode, Status, StatusCause};
+use crate::time::Timestamp;
+
+pub const DEFAULT_LEASE_MS: i64 = 120_000;
+pub const MSG_LEASE_IDLE: &str = "no heartbeat within the lease";
+pub const MSG_LEASE_EXPIRED: &str = "worker lease expired; register again before continuing";
+pub const MSG_PROCESS_GONE: &str = "process identity no longer matches";
+
+/// What a probe knows about a pid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessState {
+    /// Running, with its start time (clock ticks since boot) when known.
+    Running(Option<u64>),
+    /// No such process.
+    Gone,
+    /// Cannot tell (no permission, not Linux, probing disabled).
+    Unknown,
+}
+
+/// Answers "is this pid alive, and since when?".
+pub trait ProcessProbe {
+    fn probe(&self, pid: u32) -> ProcessState;
+}
+
+/// Linux: `/proc/<pid>/stat`, field 22 (`starttime`), parsed after the last
+/// `)` so a command name holding spaces or parentheses cannot shift fields.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ProcProbe;
+
+impl ProcessProbe for ProcProbe {
+    fn probe(&self, pid: u32) -> ProcessState {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(text) => ProcessState::Running(parse_start_time(&text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if std::path::Path::new("/proc/self/stat").exists() {
+                    ProcessState::Gone
+                } else {
+                    ProcessState::Unknown
+                }
+            }
+            Err(_) => ProcessState::Unknown,
+        }
+    }
+}
+
+/// Field 22 of a `/proc/<pid>/stat` line.
+pub fn parse_start_time(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After `)` come fields 3 (state), 4, …: field 22 is the 20th.
+    rest.split_ascii_whitespace().nth(19)?.parse().ok()
+}
+
+/// A probe that never knows: sweeps apply the lease rule only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoProbe;
+
+impl ProcessProbe for NoProbe {
+    fn probe(&self, _pid: u32) -> ProcessState {
+        ProcessState::Unknown
+    }
+}
+
+/// A probe answering from a table (tests, simulations); unlisted pids are
+/// gone.
+#[derive(Debug, Clone, Default)]
+pub struct FakeProbe {
+    pub running: std::collections::HashMap<u32, Option<u64>>,
+}
+
+impl ProcessProbe for FakeProbe {
+    fn probe(&self, pid: u32) -> ProcessState {
+        match self.running.get(&pid) {
+            Some(&start) => ProcessState::Running(start),
+            None => ProcessState::Gone,
+        }
+    }
+}
+
+/// Sweep settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SweepPolicy {
+    pub lease_ms: i64,
+}
+
+impl Default for SweepPolicy {
+    fn default() -> Self {
+        SweepPolicy {
+            lease_ms: DEFAULT_LEASE_MS,
+        }
+    }
+}
+
+/// Whether the agent is attached to a transport / long-lived host.
+pub fn is_transport_attached(a: &Agent) -> bool {
+    a.host_mode == Some(HostMode::Interactive)
+        || a.mcp_channel_id.is_some()
+        || a.agent_type.as_deref() == Some("mcp")
+}
+
+fn change(a: &Agent, now: Timestamp, status: Status, msg: &str, cause: StatusCause) -> Event {
+    Event {
+        at: now,
+        kind: EventKind::StatusChanged {
+            agent: a.name.clone(),
+            status,
+            message: Some(msg.to_string()),
+            cause,
+        },
+    }
+}
+
+/// The status changes a sweep at `now` makes, in registration order.
+pub fn sweep(
+    state: &State,
+    now: Timestamp,
+    policy: &SweepPolicy,
+    probe: &dyn ProcessProbe,
+) -> Vec<Event> {
+    let mut out = Vec::new();
+    for a in state.agents() {
+        if a.is_finished() {
+            continue;
+        }
+        if let Some(pid) = a.pid {
+            let gone = match probe.probe(pid) {
+                ProcessState::Gone => true,
+                ProcessState::Running(Some(start)) => a.pid_start_time.is_some_and(|r| r != start),
+                ProcessState::Running(None) | ProcessState::Unknown => false,
+            };
+            if gone {
+                out.push(change(
+                    a,
+                    now,
+                    Status::Exited,
+                    MSG_PROCESS_GONE,
+                    StatusCause::ProcessGone,
+                ));
+                continue;
+            }
+        }
+        if a.status != Status::Idle && now.millis_since(a.last_active) > policy.lease_ms {
+            out.push(if is_transport_attached(a) {
+                change(
+                    a,
+                    now,
+                    Status::Idle,
+                    MSG_LEASE_IDLE,
+                    StatusCause::LeaseExpired,
+                )
+            } else {
+                change(
+                    a,
+                    now,
+                    Status::Exited,
+                    MSG_LEASE_EXPIRED,
+                    StatusCause::LeaseExpired,
+                )
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_time_is_field_22_after_the_last_paren() {
+        let line = "1234 (a (weird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20";
+        assert_eq!(parse_start_time(line), Some(987_654));
+        assert_eq!(parse_start_time("12 (x) S 1 2"), None);
+        assert_eq!(parse_start_time("no paren"), None);
+        let me = std::process::id();
+        match ProcProbe.probe(me) {
+            ProcessState::Running(Some(_)) | ProcessState::Unknown => {}
+            other => panic!("own pid probed as {other:?}"),
+        }
+    }
+}
