@@ -6,9 +6,13 @@
 //! compaction drops what retention no longer needs.
 
 pub mod error;
+pub mod export;
+pub mod fslock;
+pub mod import;
 pub mod log;
 pub mod model;
 pub mod registry;
+pub mod snapshot;
 pub mod time;
 
 pub use error::{Error, Result};

@@ -1,0 +1,123 @@
+//! Advisory `flock(2)` helpers for the files existing registry writers share.
+//!
+//! The locks are the same family Python's `fcntl.flock` and the Rust daemon's
+//! `File::lock` take, so agentlog serialises against them. Invariants: a lock
+//! lives as long as its [`FileLock`] guard (dropping the file releases it), a
+//! wait never blocks forever (it polls with back-off until a deadline), and
+//! every error names the lock file. Lock files are sidecars that are never
+//! renamed or deleted, so a held lock is never invalidated by a publish.
+
+use rustix::fs::{flock, FlockOperation};
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Why a lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("timed out after {waited:?} waiting for the lock on {}", path.display())]
+    Timeout { path: PathBuf, waited: Duration },
+    #[error("cannot lock {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Which kind of `flock` to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    Shared,
+    Exclusive,
+}
+
+/// A held advisory lock; released when dropped.
+#[derive(Debug)]
+pub struct FileLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl FileLock {
+    /// Opens (creating it and its folder if needed) `path` and takes a `mode`
+    /// lock on it, waiting at most `timeout`.
+    pub fn acquire(path: &Path, mode: LockMode, timeout: Duration) -> Result<Self, LockError> {
+        let io = |source| LockError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .map_err(io)?;
+        let start = Instant::now();
+        // Short sleeps first (an uncontended or briefly held lock is the common
+        // case), growing to 20 ms so a long wait does not spin.
+        let mut pause = Duration::from_micros(200);
+        loop {
+            let op = match mode {
+                LockMode::Shared => FlockOperation::NonBlockingLockShared,
+                LockMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
+            };
+            match flock(&file, op) {
+                Ok(()) => {
+                    return Ok(FileLock {
+                        file,
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(io(e.into())),
+            }
+            let waited = start.elapsed();
+            if waited >= timeout {
+                return Err(LockError::Timeout {
+                    path: path.to_path_buf(),
+                    waited,
+                });
+            }
+            std::thread::sleep(pause.min(timeout - waited));
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// The lock file this guard holds.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        // Closing the descriptor releases the flock anyway; unlocking first
+        // makes the release independent of other descriptors sharing the file.
+        let _ = flock(&self.file, FlockOperation::Unlock);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exclusive_excludes_and_times_out_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/x.lock");
+        let held = FileLock::acquire(&path, LockMode::Exclusive, Duration::from_secs(1)).unwrap();
+        let err =
+            FileLock::acquire(&path, LockMode::Shared, Duration::from_millis(30)).unwrap_err();
+        assert!(matches!(err, LockError::Timeout { .. }));
+        assert!(err.to_string().contains("x.lock"), "{err}");
+        drop(held);
+        let _a = FileLock::acquire(&path, LockMode::Shared, Duration::from_millis(30)).unwrap();
+        let _b = FileLock::acquire(&path, LockMode::Shared, Duration::from_millis(30)).unwrap();
+    }
+}

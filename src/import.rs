@@ -1,0 +1,395 @@
+//! Schema 1–4 `registry.json` import: parse a file an existing writer made
+//! into [`Agent`] rows, or refuse it with an error naming the file, the row
+//! and the offending value.
+//!
+//! Invariants: parsing is pure (nothing is changed anywhere; the caller turns
+//! rows into events only after the whole file parsed), so a refused file
+//! changes nothing. Every field of every row is kept: the 20 schema-v4 keys
+//! map onto [`Agent`], the newer-writer keys `spawned_by_session`,
+//! `spawned_by_harness` and `spawned_by_cwd` go to `Agent::extra` (never
+//! exported), `session_id` (a derived value both readers tolerate) is dropped,
+//! and any other key is an error. Empty optional text (`""` or `null`) becomes
+//! `None`, which the export writes back as the existing writers do.
+
+use crate::fslock::{FileLock, LockError, LockMode};
+use crate::model::{Agent, HostMode, Status, StatusCause, UnknownWord, EXPORTABLE_PROVIDERS};
+use crate::time::{TimeParseError, Timestamp};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The schema versions existing readers (and this import) accept.
+pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u64> = 1..=4;
+
+/// Keys newer v4 writers add; kept in `Agent::extra`, never exported.
+pub const EXTRA_KEYS: [&str; 3] = ["spawned_by_session", "spawned_by_harness", "spawned_by_cwd"];
+
+const KNOWN_KEYS: [&str; 20] = [
+    "name",
+    "provider",
+    "cwd",
+    "log_path",
+    "claude_short_id",
+    "codex_session_id",
+    "gemini_session_id",
+    "created_at",
+    "status",
+    "last_message_at",
+    "mcp_channel_id",
+    "host_mode",
+    "claude_session_uuid",
+    "short_id",
+    "project_root",
+    "messaging_socket_path",
+    "cc_session_id",
+    "pid",
+    "pid_start_time",
+    "last_reconciled_at",
+];
+
+/// A whole parsed file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedRegistry {
+    /// `None` for an empty (whitespace-only) file, which holds no registry.
+    pub schema_version: Option<u32>,
+    /// The rows in file order.
+    pub rows: Vec<ImportedAgent>,
+}
+
+/// One row, as the agent it describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedAgent {
+    /// Index of the row in the file (0-based), for messages.
+    pub row: usize,
+    /// Every field of the row. `status_cause` is `Import`; `registered_at` and
+    /// `last_active` are `created_at` (the file records nothing later).
+    pub agent: Agent,
+}
+
+/// What is wrong with one row.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowProblem {
+    #[error("not an object but {found}")]
+    NotObject { found: &'static str },
+    #[error("unknown key `{key}` (value {value})")]
+    UnknownKey { key: String, value: String },
+    #[error("missing required key `{key}`")]
+    Missing { key: &'static str },
+    #[error("`{key}` is {found}, expected {expected}")]
+    WrongType {
+        key: &'static str,
+        expected: &'static str,
+        found: String,
+    },
+    #[error("provider `{value}` is not one of claude, codex, gemini")]
+    UnknownProvider { value: String },
+    #[error("`{key}`: {source}")]
+    UnknownWord {
+        key: &'static str,
+        #[source]
+        source: UnknownWord,
+    },
+    #[error("`{key}`: {source}")]
+    BadTime {
+        key: &'static str,
+        #[source]
+        source: TimeParseError,
+    },
+    #[error("empty name")]
+    EmptyName,
+    #[error("duplicate name (first seen in row {first_row})")]
+    Duplicate { first_row: usize },
+}
+
+/// Why a file was refused. Nothing was imported when any of these is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{}: cannot read: {source}", file.display())]
+    Io {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    #[error("{}: malformed JSON at line {line}, column {column}: {message}", file.display())]
+    Malformed {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{}: top level is {found}, not an object", file.display())]
+    NotObject { file: PathBuf, found: &'static str },
+    #[error("{}: missing schema_version", file.display())]
+    MissingVersion { file: PathBuf },
+    #[error("{}: unsupported schema_version {found} (supported: 1..=4)", file.display())]
+    UnsupportedVersion { file: PathBuf, found: String },
+    #[error("{}: `{key}` is {found}, expected a list of rows", file.display())]
+    RowsNotList {
+        file: PathBuf,
+        key: &'static str,
+        found: String,
+    },
+    #[error("{}: both `agents` and `entries` are present; refusing to guess which holds the rows", file.display())]
+    AmbiguousRows { file: PathBuf },
+    #[error("{}: row {row}{}: {problem}", file.display(), name_note(name))]
+    Row {
+        file: PathBuf,
+        row: usize,
+        name: Option<String>,
+        problem: Box<RowProblem>,
+    },
+}
+
+fn name_note(name: &Option<String>) -> String {
+    match name {
+        Some(n) => format!(" (`{n}`)"),
+        None => String::new(),
+    }
+}
+
+pub type Result<T, E = ImportError> = std::result::Result<T, E>;
+
+/// Reads `path` under a shared lock on `<path>.lock` (the lock the Rust
+/// writer's readers take) and parses it. A missing file is an error: importing
+/// nothing by mistake should not look like success.
+pub fn read_registry_file(path: &Path, lock_timeout: Duration) -> Result<ParsedRegistry> {
+    let (sidecar, _) = crate::export::lock_paths(path);
+    let bytes = {
+        let _guard = FileLock::acquire(&sidecar, LockMode::Shared, lock_timeout)?;
+        std::fs::read(path).map_err(|source| ImportError::Io {
+            file: path.to_path_buf(),
+            source,
+        })?
+    };
+    parse_registry(&bytes, path)
+}
+
+/// Parses a `registry.json` of schema 1–4. `source` only names the file in
+/// errors.
+pub fn parse_registry(bytes: &[u8], source: &Path) -> Result<ParsedRegistry> {
+    let file = || source.to_path_buf();
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(ParsedRegistry {
+            schema_version: None,
+            rows: Vec::new(),
+        });
+    }
+    let doc: Value = serde_json::from_slice(bytes).map_err(|e| ImportError::Malformed {
+        file: file(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    let Value::Object(top) = doc else {
+        return Err(ImportError::NotObject {
+            file: file(),
+            found: kind(&doc),
+        });
+    };
+    let version = match top.get("schema_version") {
+        None => return Err(ImportError::MissingVersion { file: file() }),
+        Some(v) => match v.as_u64().filter(|n| SUPPORTED_VERSIONS.contains(n)) {
+            Some(n) => n as u32,
+            None => {
+                return Err(ImportError::UnsupportedVersion {
+                    file: file(),
+                    found: v.to_string(),
+                })
+            }
+        },
+    };
+    let (key, rows) = match (top.get("agents"), top.get("entries")) {
+        (Some(_), Some(_)) => return Err(ImportError::AmbiguousRows { file: file() }),
+        (Some(r), None) => ("agents", r),
+        (None, Some(r)) => ("entries", r),
+        (None, None) => {
+            return Ok(ParsedRegistry {
+                schema_version: Some(version),
+                rows: Vec::new(),
+            })
+        }
+    };
+    let Value::Array(rows) = rows else {
+        return Err(ImportError::RowsNotList {
+            file: file(),
+            key,
+            found: kind(rows).to_string(),
+        });
+    };
+    let mut out = Vec::with_capacity(rows.len());
+    let mut first_row: HashMap<&str, usize> = HashMap::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        let row_err = |problem| ImportError::Row {
+            file: file(),
+            row: i,
+            name: row.get("name").and_then(Value::as_str).map(str::to_string),
+            problem: Box::new(problem),
+        };
+        let Value::Object(obj) = row else {
+            return Err(row_err(RowProblem::NotObject { found: kind(row) }));
+        };
+        let agent = parse_row(obj, version).map_err(row_err)?;
+        if let Some(&first) = first_row.get(agent.name.as_str()) {
+            return Err(row_err(RowProblem::Duplicate { first_row: first }));
+        }
+        // `row` outlives the loop body, so the map can borrow its name.
+        if let Some(name) = obj.get("name").and_then(Value::as_str) {
+            first_row.insert(name, i);
+        }
+        out.push(ImportedAgent { row: i, agent });
+    }
+    Ok(ParsedRegistry {
+        schema_version: Some(version),
+        rows: out,
+    })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn parse_row(obj: &Map<String, Value>, version: u32) -> Result<Agent, RowProblem> {
+    // Unknown keys first: they mean the file is not what we think it is.
+    let mut extra = Vec::new();
+    for (key, value) in obj {
+        if KNOWN_KEYS.contains(&key.as_str()) || key == "session_id" {
+            continue;
+        }
+        if EXTRA_KEYS.contains(&key.as_str()) {
+            extra.push((key.clone(), value.to_string()));
+            continue;
+        }
+        return Err(RowProblem::UnknownKey {
+            key: key.clone(),
+            value: value.to_string(),
+        });
+    }
+    let name = req_str(obj, "name")?;
+    if name.is_empty() {
+        return Err(RowProblem::EmptyName);
+    }
+    let provider = req_str(obj, "provider")?;
+    if !EXPORTABLE_PROVIDERS.contains(&provider) {
+        return Err(RowProblem::UnknownProvider {
+            value: provider.to_string(),
+        });
+    }
+    let cwd = req_str(obj, "cwd")?;
+    let created_at = parse_time("created_at", req_str(obj, "created_at")?)?;
+    let status = match obj.get("status") {
+        // Schema 1 predates status: those agents were simply live.
+        None if version == 1 => Status::Live,
+        None => return Err(RowProblem::Missing { key: "status" }),
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| wrong("status", "a string", v))?
+            .parse()
+            .map_err(|source| RowProblem::UnknownWord {
+                key: "status",
+                source,
+            })?,
+    };
+    let mut agent = Agent::new(name, provider, cwd, created_at);
+    agent.status = status;
+    agent.status_cause = StatusCause::Import;
+    agent.log_path = opt_text(obj, "log_path")?;
+    agent.claude_short_id = opt_text(obj, "claude_short_id")?;
+    agent.codex_session_id = opt_text(obj, "codex_session_id")?;
+    agent.gemini_session_id = opt_text(obj, "gemini_session_id")?;
+    agent.claude_session_uuid = opt_text(obj, "claude_session_uuid")?;
+    agent.mcp_channel_id = opt_text(obj, "mcp_channel_id")?;
+    agent.messaging_socket_path = opt_text(obj, "messaging_socket_path")?;
+    agent.cc_session_id = opt_text(obj, "cc_session_id")?;
+    agent.last_message_at = opt_time(obj, "last_message_at")?;
+    agent.last_reconciled_at = opt_time(obj, "last_reconciled_at")?;
+    agent.host_mode = match obj.get("host_mode") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_str()
+                .ok_or_else(|| wrong("host_mode", "\"exec\", \"interactive\" or null", v))?
+                .parse::<HostMode>()
+                .map_err(|source| RowProblem::UnknownWord {
+                    key: "host_mode",
+                    source,
+                })?,
+        ),
+    };
+    agent.short_id = text_never_null(obj, "short_id")?;
+    agent.project_root = text_never_null(obj, "project_root")?;
+    agent.pid = match obj.get("pid") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| wrong("pid", "an unsigned 32-bit integer or null", v))?,
+        ),
+    };
+    agent.pid_start_time = match obj.get("pid_start_time") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .ok_or_else(|| wrong("pid_start_time", "an unsigned 64-bit integer or null", v))?,
+        ),
+    };
+    agent.extra = extra;
+    Ok(agent)
+}
+
+fn wrong(key: &'static str, expected: &'static str, v: &Value) -> RowProblem {
+    RowProblem::WrongType {
+        key,
+        expected,
+        found: v.to_string(),
+    }
+}
+
+fn req_str<'a>(obj: &'a Map<String, Value>, key: &'static str) -> Result<&'a str, RowProblem> {
+    match obj.get(key) {
+        None => Err(RowProblem::Missing { key }),
+        Some(v) => v.as_str().ok_or_else(|| wrong(key, "a string", v)),
+    }
+}
+
+fn opt_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &'static str,
+) -> Result<Option<&'a str>, RowProblem> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(wrong(key, "a string or null", v)),
+    }
+}
+
+fn opt_text(obj: &Map<String, Value>, key: &'static str) -> Result<Option<String>, RowProblem> {
+    Ok(opt_str(obj, key)?.map(str::to_string))
+}
+
+fn opt_time(obj: &Map<String, Value>, key: &'static str) -> Result<Option<Timestamp>, RowProblem> {
+    opt_str(obj, key)?.map(|s| parse_time(key, s)).transpose()
+}
+
+fn parse_time(key: &'static str, s: &str) -> Result<Timestamp, RowProblem> {
+    Timestamp::parse_rfc3339(s).map_err(|source| RowProblem::BadTime { key, source })
+}
+
+/// `short_id` / `project_root`: a string (empty when unset), never null — the
+/// Rust reader's `String` field fails on null.
+fn text_never_null(obj: &Map<String, Value>, key: &'static str) -> Result<String, RowProblem> {
+    match obj.get(key) {
+        None => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(v) => Err(wrong(key, "a string (never null)", v)),
+    }
+}

@@ -1,0 +1,281 @@
+//! Snapshot (checkpoint) files: the whole folded state and the LSN it covers,
+//! so reopening folds only the log after it.
+//!
+//! File `snap-{lsn:020}.bin` = a 36-byte header + a bincode-2 (serde, standard
+//! config) payload. Header, little-endian: magic `AGLSNAP\0` (8), format
+//! version u32 (4), reserved u32 = 0 (4), lsn u64 (8), payload length u64 (8),
+//! crc32 (IEEE) of header bytes 0..32 followed by the payload (4).
+//!
+//! Invariants: a snapshot is published by temp file + fsync + rename + folder
+//! fsync, so a file with the final name is complete unless damaged later; a
+//! snapshot is trusted only if magic, version, length, checksum, file-name LSN
+//! and payload decoding all agree — otherwise it is skipped with a warning and
+//! the next older one is tried (never an error: the log can always refold).
+//! The newest `keep` snapshots are kept; older ones are deleted after a write.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// First bytes of every snapshot file.
+pub const MAGIC: [u8; 8] = *b"AGLSNAP\0";
+/// The format version this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 36;
+/// Offset of the crc32 field (the checksum covers the bytes before it + payload).
+const CRC_AT: usize = 32;
+
+/// One snapshot file found in a folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    pub path: PathBuf,
+    pub lsn: u64,
+    /// File size in bytes.
+    pub len: u64,
+}
+
+/// The newest trustworthy snapshot, and the newer ones that were not.
+#[derive(Debug)]
+pub struct Loaded<T> {
+    pub lsn: u64,
+    pub state: T,
+    pub info: SnapshotInfo,
+    /// Newer snapshot files that were skipped, newest first, with why.
+    pub skipped: Vec<(PathBuf, SkipReason)>,
+}
+
+/// Why a snapshot file was not trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    #[error("cannot read: {0}")]
+    Unreadable(String),
+    #[error("truncated: {len} bytes, shorter than the {needed}-byte {what}")]
+    Truncated {
+        len: u64,
+        needed: u64,
+        what: &'static str,
+    },
+    #[error("not a snapshot (bad magic)")]
+    BadMagic,
+    #[error("format version {found} is newer than this build reads ({FORMAT_VERSION}); written by a newer agentlog")]
+    FutureVersion { found: u32 },
+    #[error("format version {found} is not one this build reads ({FORMAT_VERSION})")]
+    UnknownVersion { found: u32 },
+    #[error("file holds {len} bytes but the header says {expected}")]
+    LengthMismatch { len: u64, expected: u64 },
+    #[error("checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    Checksum { stored: u32, computed: u32 },
+    #[error("header LSN {header} does not match the file name's LSN {name}")]
+    LsnMismatch { header: u64, name: u64 },
+    #[error("payload does not decode as the expected state: {0}")]
+    Decode(String),
+}
+
+/// Why a snapshot could not be written or the folder listed.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode the snapshot state: {0}")]
+    Encode(#[from] bincode::error::EncodeError),
+}
+
+pub type Result<T, E = SnapshotError> = std::result::Result<T, E>;
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError {
+    let path = path.to_path_buf();
+    move |source| SnapshotError::Io { op, path, source }
+}
+
+/// The file name of the snapshot covering `lsn`.
+pub fn file_name(lsn: u64) -> String {
+    format!("snap-{lsn:020}.bin")
+}
+
+fn lsn_of(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("snap-")?.strip_suffix(".bin")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Writes the snapshot of `state` at `lsn` into `dir` (created if needed),
+/// then deletes all but the newest `keep` snapshots (at least the new one is
+/// always kept).
+pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Result<SnapshotInfo> {
+    std::fs::create_dir_all(dir).map_err(io_err("create folder", dir))?;
+    let mut buf = vec![0u8; HEADER_LEN];
+    bincode::serde::encode_into_std_write(state, &mut buf, bincode::config::standard())?;
+    let payload_len = (buf.len() - HEADER_LEN) as u64;
+    buf[0..8].copy_from_slice(&MAGIC);
+    buf[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    buf[12..16].copy_from_slice(&0u32.to_le_bytes());
+    buf[16..24].copy_from_slice(&lsn.to_le_bytes());
+    buf[24..32].copy_from_slice(&payload_len.to_le_bytes());
+    let crc = checksum(&buf[..CRC_AT], &buf[HEADER_LEN..]);
+    buf[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+
+    let name = file_name(lsn);
+    let path = dir.join(&name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io_err("create", &tmp))?;
+        f.write_all(&buf).map_err(io_err("write", &tmp))?;
+        f.sync_all().map_err(io_err("fsync", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io_err("rename into", &path))
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("fsync folder", dir))?;
+
+    let all = list(dir)?;
+    let excess = all.len().saturating_sub(keep.max(1));
+    for old in all.iter().take(excess).filter(|s| s.lsn != lsn) {
+        if let Err(e) = std::fs::remove_file(&old.path) {
+            tracing::warn!(path = %old.path.display(), error = %e, "cannot delete an old snapshot");
+        }
+    }
+    Ok(SnapshotInfo {
+        path,
+        lsn,
+        len: buf.len() as u64,
+    })
+}
+
+fn checksum(header: &[u8], payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(header);
+    h.update(payload);
+    h.finalize()
+}
+
+/// The snapshot files in `dir`, oldest (lowest LSN) first. A missing folder
+/// has none. Only file names are read: nothing here is validated.
+pub fn list(dir: &Path) -> Result<Vec<SnapshotInfo>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("list", dir)(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_err("list", dir))?;
+        let Some(lsn) = entry.file_name().to_str().and_then(lsn_of) else {
+            continue;
+        };
+        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        out.push(SnapshotInfo {
+            path: entry.path(),
+            lsn,
+            len,
+        });
+    }
+    out.sort_by_key(|s| s.lsn);
+    Ok(out)
+}
+
+/// Loads the newest snapshot in `dir` that is intact and decodes as `T`,
+/// skipping (with a warning) every newer one that is not. `None` when there is
+/// no usable snapshot: the caller folds the whole log.
+pub fn load_newest<T: DeserializeOwned>(dir: &Path) -> Result<Option<Loaded<T>>> {
+    let mut skipped = Vec::new();
+    for info in list(dir)?.into_iter().rev() {
+        match read_one(&info) {
+            Ok(state) => {
+                return Ok(Some(Loaded {
+                    lsn: info.lsn,
+                    state,
+                    info,
+                    skipped,
+                }))
+            }
+            Err(reason) => {
+                tracing::warn!(path = %info.path.display(), %reason, "snapshot skipped");
+                skipped.push((info.path, reason));
+            }
+        }
+    }
+    if !skipped.is_empty() {
+        tracing::warn!(
+            count = skipped.len(),
+            "no usable snapshot; the whole log will be folded"
+        );
+    }
+    Ok(None)
+}
+
+fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
+    let bytes = std::fs::read(&info.path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
+    let len = bytes.len() as u64;
+    if bytes.len() < 12 {
+        return Err(SkipReason::Truncated {
+            len,
+            needed: HEADER_LEN as u64,
+            what: "header",
+        });
+    }
+    if bytes[0..8] != MAGIC {
+        return Err(SkipReason::BadMagic);
+    }
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap_or([0; 4]));
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
+    // The version is checked before anything else in the header: a newer
+    // format may lay the rest out differently.
+    match u32_at(8) {
+        FORMAT_VERSION => {}
+        v if v > FORMAT_VERSION => return Err(SkipReason::FutureVersion { found: v }),
+        v => return Err(SkipReason::UnknownVersion { found: v }),
+    }
+    if bytes.len() < HEADER_LEN {
+        return Err(SkipReason::Truncated {
+            len,
+            needed: HEADER_LEN as u64,
+            what: "header",
+        });
+    }
+    let payload_len = u64_at(24);
+    let expected = (HEADER_LEN as u64).saturating_add(payload_len);
+    if len != expected {
+        return Err(SkipReason::LengthMismatch { len, expected });
+    }
+    let stored = u32_at(CRC_AT);
+    let computed = checksum(&bytes[..CRC_AT], &bytes[HEADER_LEN..]);
+    if stored != computed {
+        return Err(SkipReason::Checksum { stored, computed });
+    }
+    let header_lsn = u64_at(16);
+    if header_lsn != info.lsn {
+        return Err(SkipReason::LsnMismatch {
+            header: header_lsn,
+            name: info.lsn,
+        });
+    }
+    let (state, used) =
+        bincode::serde::decode_from_slice(&bytes[HEADER_LEN..], bincode::config::standard())
+            .map_err(|e| SkipReason::Decode(e.to_string()))?;
+    if used as u64 != payload_len {
+        return Err(SkipReason::Decode(format!(
+            "{} trailing payload bytes",
+            payload_len - used as u64
+        )));
+    }
+    Ok(state)
+}
