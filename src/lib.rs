@@ -14,6 +14,7 @@ pub mod model;
 pub mod ops;
 pub mod registry;
 pub mod snapshot;
+pub mod store;
 pub mod time;
 
 pub use error::{Error, Result};

@@ -711,7 +711,12 @@ fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     let n_main = live.main.len();
     for (i, p) in live.main.iter().enumerate() {
         let newest = i + 1 == n_main;
-        let s = Segment::open(p, newest)?;
+        let mut s = Segment::open(p, newest)?;
+        if newest && (s.map.len() as u64) < opts.segment_size {
+            // Trimmed when sealed (crash before the next segment was installed)
+            // or cut short: grow it back first; the new bytes are zeros.
+            s = s.extend_to(opts.segment_size)?;
+        }
         if s.hdr.compacted() {
             return Err(corrupt(
                 p,
@@ -725,10 +730,17 @@ fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
                 p,
                 0,
                 Some(s.hdr.first_lsn),
-                format!(
-                    "segment starts at lsn {} but lsn {expected} was expected (missing records)",
-                    s.hdr.first_lsn
-                ),
+                match segs.last() {
+                    Some(prev) => format!(
+                        "segment starts at lsn {} but the previous segment {} ends before lsn {expected} (records missing at its end)",
+                        s.hdr.first_lsn,
+                        prev.path.display()
+                    ),
+                    None => format!(
+                        "segment starts at lsn {} but lsn {expected} was expected (missing records)",
+                        s.hdr.first_lsn
+                    ),
+                },
             ));
         }
         let sc = recovery::scan(s.map.bytes(s.map.len()), &s.hdr, expected - 1);
@@ -763,11 +775,6 @@ fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     } else {
         let s = segs.pop().expect("newest segment");
         let end = s.end();
-        let s = if (s.map.len() as u64) < opts.segment_size {
-            s.extend_to(opts.segment_size)?
-        } else {
-            s
-        };
         // Whatever the previous writer left in the page cache becomes durable now.
         s.map.flush(0, end).map_err(|e| Error::io(&s.path, e))?;
         s

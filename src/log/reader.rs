@@ -55,15 +55,22 @@ impl LogReader {
             next: Vec::new(),
         };
         let mut prev = 0;
-        for p in live.gen.iter().chain(live.main.iter()) {
+        let n_gen = live.gen.len();
+        for (k, p) in live.gen.iter().chain(live.main.iter()).enumerate() {
             let s = Arc::new(Segment::open(p, false)?);
             let start = if s.hdr.compacted() {
                 prev + 1
             } else {
                 s.hdr.first_lsn
             };
-            if !s.hdr.compacted() && prev + 1 != s.hdr.first_lsn && prev != 0 {
-                break; // not contiguous (a segment still being installed): stop here
+            // The first main segment starts at the compacted end, the others where the previous ended.
+            let expect = if k == n_gen {
+                m.compacted_end.max(1)
+            } else {
+                prev + 1
+            };
+            if !s.hdr.compacted() && s.hdr.first_lsn != expect {
+                break; // not contiguous: show the consistent prefix only
             }
             r.segs.push(s);
             r.next.push(start);

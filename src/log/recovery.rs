@@ -130,7 +130,11 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
             }
             let (offset, lsn, reason) = match batch {
                 Some((o, l, _)) => (o, Some(l), "unterminated batch at the end of data"),
-                None => (off, None, "nonzero bytes after the end-of-data marker"),
+                None => (
+                    off,
+                    (!compacted).then_some(expected),
+                    "nonzero bytes after the end-of-data marker",
+                ),
             };
             let torn = find_valid_after(bytes, off, hdr, min_next).is_none();
             out.problem = Some(Problem {
@@ -148,6 +152,8 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
                     Some(l),
                     format!("unterminated batch: record at offset {off}: {reason}"),
                 ),
+                // The LSN this record should have had (the header's claim may be damaged).
+                None if !compacted => (off, Some(expected), reason.to_string()),
                 None => (off, lsn, reason.to_string()),
             };
             let follower = if reason.contains("out of sequence") {

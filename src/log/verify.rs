@@ -124,7 +124,14 @@ fn scan_dir(
         let mut used = SEG_HDR;
         let mut seg_bad: Vec<BadRecord> = Vec::new();
         let mut dropped = 0u64;
+        // After damage inside an open batch, the batch's surviving tail
+        // (up to its last record) is skipped too: batches are all or nothing.
+        let mut skip_rest = false;
         walk(all, &seg.hdr, prev, |ev| match ev {
+            Event::Record(r) if skip_rest => {
+                dropped += 1;
+                skip_rest = r.cont;
+            }
             Event::Record(r) => {
                 if batch.is_empty() {
                     batch_off = r.offset;
@@ -138,6 +145,7 @@ fn scan_dir(
             }
             Event::Bad(off, lsn, reason) => {
                 if !batch.is_empty() {
+                    skip_rest = true;
                     dropped += batch.len() as u64;
                     seg_bad.push(BadRecord {
                         segment: p.clone(),

@@ -23,7 +23,7 @@ pub enum RegistryError {
         parent: String,
         status: Status,
     },
-    #[error("agent `{agent}` is {status} (finished); register again")]
+    #[error("agent `{agent}` is {status}: finished; register again")]
     Finished { agent: String, status: Status },
     #[error("agent `{agent}` is registered by pid {registered}; the request came from pid {got}")]
     PidMismatch {
@@ -31,7 +31,7 @@ pub enum RegistryError {
         registered: u32,
         got: u32,
     },
-    #[error("agent `{agent}` is {status} (finished); leaving a finished status to {requested} needs a new registration")]
+    #[error("agent `{agent}` is {status}: finished; leaving a finished status to {requested} needs a new registration")]
     LeaveFinished {
         agent: String,
         status: Status,

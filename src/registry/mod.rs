@@ -9,6 +9,7 @@ pub mod codec;
 pub mod commands;
 pub mod error;
 pub mod events;
+pub mod history;
 pub mod messages;
 pub mod retention;
 pub mod sessions;

@@ -56,3 +56,35 @@ pub fn main_segments(dir: &Path) -> Vec<std::path::PathBuf> {
     v.sort();
     v
 }
+
+/// A temp dir on tmpfs when available (fsync is free there; used by the
+/// corruption loops that reopen thousands of times).
+pub fn fast_tempdir() -> tempfile::TempDir {
+    if Path::new("/dev/shm").is_dir() {
+        if let Ok(d) = tempfile::tempdir_in("/dev/shm") {
+            return d;
+        }
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// Tiny deterministic PRNG (xorshift64*).
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545F4914F6CDD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Record size on disk for a payload length (header + payload + padding).
+pub fn rec_size(len: usize) -> usize {
+    (16 + len + 7) & !7
+}
