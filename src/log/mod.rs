@@ -12,6 +12,8 @@
 //!   installed, so only the newest segment can hold a torn tail;
 //! * recovery cuts a torn tail (saving it to `.broken`) but refuses corruption.
 
+#[doc(hidden)]
+pub mod bound;
 mod compaction;
 mod lock;
 mod manifest;
