@@ -13,6 +13,7 @@
 
 use crate::fslock::{FileLock, LockError, LockMode};
 use crate::model::{Agent, HostMode, Status, StatusCause, UnknownWord, EXPORTABLE_PROVIDERS};
+use crate::registry::{Event, EventKind};
 use crate::time::{TimeParseError, Timestamp};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -245,6 +246,30 @@ pub fn parse_registry(bytes: &[u8], source: &Path) -> Result<ParsedRegistry> {
         schema_version: Some(version),
         rows: out,
     })
+}
+
+/// The events that bring a parsed file into a store: one `AgentImported` per
+/// row, in file order, all at event time `at` (the import). Each agent keeps
+/// the file's `created_at`; its `registered_at` and `last_active` become `at`,
+/// because the import is its registration in this store (so the lease and the
+/// broadcast floor count from the import, not from a creation time that may
+/// be long past). Append them as one batch: a refused file produces no events
+/// at all, so it changes nothing.
+pub fn to_events(parsed: ParsedRegistry, at: Timestamp) -> Vec<Event> {
+    parsed
+        .rows
+        .into_iter()
+        .map(|row| {
+            let mut agent = row.agent;
+            agent.registered_at = at;
+            agent.last_active = at;
+            agent.status_cause = StatusCause::Import;
+            Event {
+                at,
+                kind: EventKind::AgentImported(Box::new(agent)),
+            }
+        })
+        .collect()
 }
 
 fn kind(v: &Value) -> &'static str {

@@ -319,3 +319,62 @@ fn strict_mode_refuses_naming_the_agent() {
         render_v4(&good, &ExportOptions::default()).unwrap()
     );
 }
+
+/// A wild fleet (arbitrary text, colliding and empty names, foreign
+/// providers, times far outside the representable years): whatever is
+/// written, every reader accepts, and every agent is either a row or skipped.
+#[test]
+fn a_random_wild_fleet_always_exports_an_accepted_file() {
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+
+    let opt_text = || prop::option::of(any::<String>());
+    let time = || {
+        prop_oneof![any::<i64>(), -62_135_596_800_000i64..253_402_300_800_000]
+            .prop_map(Timestamp::from_millis)
+    };
+    let agent = (
+        prop_oneof![any::<String>(), "[ab]?"],
+        prop::sample::select(vec!["claude", "codex", "gemini", "opencode", "", "Claude"]),
+        any::<String>(),
+        time(),
+        (prop::option::of(time()), prop::option::of(time())),
+        prop::collection::vec(opt_text(), 8),
+        (
+            any::<String>(),
+            any::<String>(),
+            any::<Option<u32>>(),
+            any::<Option<u64>>(),
+        ),
+        (
+            prop::sample::select(Status::ALL.to_vec()),
+            prop::option::of(prop::sample::select(HostMode::ALL.to_vec())),
+        ),
+    )
+        .prop_map(|(name, provider, cwd, created, times, texts, ids, words)| {
+            let mut a = Agent::new(&name, provider, &cwd, created);
+            (a.last_message_at, a.last_reconciled_at) = times;
+            let mut t = texts.into_iter().flatten();
+            a.log_path = t.next();
+            a.claude_short_id = t.next();
+            a.codex_session_id = t.next();
+            a.gemini_session_id = t.next();
+            a.claude_session_uuid = t.next();
+            a.mcp_channel_id = t.next();
+            a.messaging_socket_path = t.next();
+            a.cc_session_id = t.next();
+            (a.short_id, a.project_root, a.pid, a.pid_start_time) = ids;
+            (a.status, a.host_mode) = words;
+            a
+        });
+    let mut runner = TestRunner::deterministic();
+    let fleet = prop::collection::vec(agent, 300)
+        .new_tree(&mut runner)
+        .unwrap()
+        .current();
+    let (bytes, report) = render_v4(&fleet, &ExportOptions::default()).unwrap();
+    assert_eq!(report.rows + report.skipped.len(), fleet.len());
+    assert!(report.rows > 0 && !report.skipped.is_empty(), "{report:?}");
+    checker_accepts(&bytes);
+}

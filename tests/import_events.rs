@@ -1,0 +1,57 @@
+//! Import into a store's terms: each accepted fixture becomes `AgentImported`
+//! events whose fold holds exactly the file's agents, and whose export equals
+//! the export of the parsed file.
+
+use agentlog::export::{render_v4, ExportOptions};
+use agentlog::import::{parse_registry, to_events};
+use agentlog::model::StatusCause;
+use agentlog::registry::{EventKind, State};
+use agentlog::time::Timestamp;
+use std::path::Path;
+
+#[test]
+fn fixtures_fold_into_the_same_agents_and_export() {
+    let at = Timestamp::parse_rfc3339("2026-11-30T12:00:00Z").unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/registry");
+    for name in [
+        "v4-python.json",
+        "v4-rust.json",
+        "v4-mixed.json",
+        "v3-python.json",
+        "v2-python.json",
+        "v1-python.json",
+        "v4-entries-key.json",
+        "empty.json",
+    ] {
+        let path = dir.join(name);
+        let parsed = parse_registry(&std::fs::read(&path).unwrap(), &path).unwrap();
+        let rows: Vec<_> = parsed.rows.iter().map(|r| r.agent.clone()).collect();
+        let events = to_events(parsed, at);
+        assert_eq!(events.len(), rows.len(), "{name}");
+
+        let mut state = State::default();
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(e.at, at);
+            assert!(matches!(e.kind, EventKind::AgentImported(_)));
+            state.apply(i as u64 + 1, e);
+        }
+        assert_eq!(state.anomalies(), 0, "{name}");
+        let folded: Vec<_> = state.agents().iter().cloned().collect();
+        assert_eq!(folded.len(), rows.len(), "{name}");
+        for (got, want) in folded.iter().zip(&rows) {
+            assert_eq!(got.created_at, want.created_at, "file's created_at kept");
+            assert_eq!((got.registered_at, got.last_active), (at, at));
+            assert_eq!(got.status_cause, StatusCause::Import);
+            let mut same = got.clone();
+            same.registered_at = want.registered_at;
+            same.last_active = want.last_active;
+            assert_eq!(&same, want, "{name}: every field kept");
+        }
+        let opts = ExportOptions { strict: true };
+        assert_eq!(
+            render_v4(&folded, &opts).unwrap(),
+            render_v4(&rows, &opts).unwrap(),
+            "{name}"
+        );
+    }
+}
