@@ -279,7 +279,7 @@ fn log_follow_prints_events_appended_later() {
 /// Flips one byte inside the payload of the first record of the store's
 /// first segment (valid records follow it: damage, not a torn tail).
 fn damage_first_record(dir: &std::path::Path) -> std::path::PathBuf {
-    let seg = std::fs::read_dir(dir)
+    let seg = std::fs::read_dir(dir.join("log"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "seg"))

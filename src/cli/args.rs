@@ -3,6 +3,7 @@
 //! host modes) so a bad value is a usage error (exit 2) that names the value,
 //! before any store is opened.
 
+use agentlog::model::{HostMode, Priority, Privacy, Status};
 use agentlog::time::Timestamp;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -40,6 +41,25 @@ pub struct Cli {
 pub enum Command {
     /// Create an empty store in DIR
     Init,
+    /// Register an agent (a renewal if the same live process registers again)
+    Register(Register),
+    /// Record that an agent is alive
+    Heartbeat(Heartbeat),
+    /// Set an agent's status
+    Status(SetStatus),
+    /// Update fields of a registered agent
+    Update(Update),
+    /// Remove an agent from the registry (its history stays until compaction)
+    Remove(Remove),
+    /// Post a message from an agent to one agent or to all; prints its id
+    Post(Post),
+    /// Print an agent's unread messages and mark them read
+    Read(Read),
+    /// Logical-session presence: open, heartbeat, close
+    #[command(subcommand)]
+    Sessions(Sessions),
+    /// Expire leases and detect dead processes, recording why
+    Sweep(Sweep),
     /// The current registry as a table
     List(List),
     /// The registry as it was at a time or LSN
@@ -52,6 +72,180 @@ pub enum Command {
     Verify,
     /// Copy every valid record into a new store
     Repair(Repair),
+    /// Write a snapshot of the folded state now
+    Snapshot,
+    /// Write the registry as schema-v4 registry.json
+    Export(Export),
+    /// Import a registry.json (schema 1 to 4)
+    Import(Import),
+    /// Events, agents by status, messages, segments, bytes, LSN range
+    Stats,
+}
+
+#[derive(Debug, Args)]
+pub struct At {
+    /// Event time (RFC 3339 UTC) [default: now]
+    #[arg(long, value_name = "TIME", value_parser = time)]
+    pub at: Option<Timestamp>,
+}
+
+#[derive(Debug, Args)]
+pub struct Register {
+    pub name: String,
+    /// Provider (claude, codex, gemini, …)
+    #[arg(long)]
+    pub provider: String,
+    /// Working directory of the agent
+    #[arg(long)]
+    pub cwd: String,
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// Process start time (Linux /proc/<pid>/stat field 22)
+    #[arg(long, value_name = "N")]
+    pub pid_start_time: Option<u64>,
+    #[arg(long)]
+    pub role: Option<String>,
+    /// Parent agent (makes this a child agent)
+    #[arg(long, value_name = "NAME")]
+    pub parent: Option<String>,
+    #[arg(long, value_name = "P")]
+    pub project_root: Option<String>,
+    #[arg(long, value_name = "P")]
+    pub log_path: Option<String>,
+    /// exec or interactive
+    #[arg(long, value_name = "MODE")]
+    pub host_mode: Option<HostMode>,
+    #[arg(long, value_name = "S")]
+    pub short_id: Option<String>,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct Heartbeat {
+    pub name: String,
+    /// The sender's pid (must match the registered one)
+    #[arg(long)]
+    pub pid: Option<u32>,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct SetStatus {
+    pub name: String,
+    /// One of: spawning ready idle busy live restarting orphaned failed exited permanent_dead
+    pub status: Status,
+    /// Why (kept as the status message)
+    #[arg(long, value_name = "TEXT")]
+    pub message: Option<String>,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct Update {
+    pub name: String,
+    #[arg(long, value_name = "ID")]
+    pub codex_session_id: Option<String>,
+    #[arg(long, value_name = "UUID")]
+    pub claude_session_uuid: Option<String>,
+    #[arg(long, value_name = "ID")]
+    pub claude_short_id: Option<String>,
+    #[arg(long, value_name = "ID")]
+    pub gemini_session_id: Option<String>,
+    #[arg(long, value_name = "ID")]
+    pub mcp_channel_id: Option<String>,
+    /// exec or interactive
+    #[arg(long, value_name = "MODE")]
+    pub host_mode: Option<HostMode>,
+    #[arg(long, value_name = "TIME", value_parser = time)]
+    pub last_message_at: Option<Timestamp>,
+    #[arg(long, value_name = "P")]
+    pub log_path: Option<String>,
+    #[arg(long)]
+    pub pid: Option<u32>,
+    #[arg(long, value_name = "N")]
+    pub pid_start_time: Option<u64>,
+    #[arg(long, value_name = "TIME", value_parser = time)]
+    pub last_reconciled_at: Option<Timestamp>,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct Remove {
+    pub name: String,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct Post {
+    /// Sender
+    #[arg(long, value_name = "NAME")]
+    pub from: String,
+    /// Recipient [default: broadcast to all]
+    #[arg(long, value_name = "NAME")]
+    pub to: Option<String>,
+    #[arg(long, value_name = "C", default_value = "note")]
+    pub category: String,
+    /// Time to live in hours [default: 12]
+    #[arg(long, value_name = "H")]
+    pub ttl_hours: Option<f64>,
+    /// Idempotency key: the same request again returns the first message's id
+    #[arg(long, value_name = "K")]
+    pub request_id: Option<String>,
+    #[arg(long, value_name = "P")]
+    pub project_root: Option<String>,
+    /// low, normal, high or critical
+    #[arg(long, default_value = "normal")]
+    pub priority: Priority,
+    /// public, team or private
+    #[arg(long, default_value = "team")]
+    pub privacy: Privacy,
+    /// The message body
+    pub text: String,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct Read {
+    pub name: String,
+    #[arg(long, value_name = "P")]
+    pub project_root: Option<String>,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionKey {
+    #[arg(long, value_name = "S")]
+    pub source: String,
+    #[arg(long, value_name = "W")]
+    pub workspace: String,
+    #[arg(long, value_name = "ID")]
+    pub session_id: String,
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Sessions {
+    /// Open a logical session
+    Open(SessionKey),
+    /// Keep a logical session present
+    Heartbeat(SessionKey),
+    /// Close a logical session
+    Close(SessionKey),
+}
+
+#[derive(Debug, Args)]
+pub struct Sweep {
+    /// The sweep's "now" (RFC 3339 UTC) [default: now]
+    #[arg(long, value_name = "TIME", value_parser = time)]
+    pub now: Option<Timestamp>,
 }
 
 #[derive(Debug, Args)]
@@ -105,6 +299,24 @@ pub struct Repair {
     pub out: PathBuf,
 }
 
+#[derive(Debug, Args)]
+pub struct Export {
+    /// Where to write [default: DIR/registry.json]
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Refuse (instead of leaving out with a warning) agents a v4 reader cannot read
+    #[arg(long)]
+    pub strict: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Import {
+    /// A registry.json of schema 1 to 4
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub at: At,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,7 +329,8 @@ mod tests {
 
     #[test]
     fn bad_time_is_a_usage_error_naming_the_value() {
-        let e = Cli::try_parse_from(["agentlog", "replay", "--at", "yesterday"]).unwrap_err();
+        let e =
+            Cli::try_parse_from(["agentlog", "heartbeat", "a", "--at", "yesterday"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("yesterday"), "{e}");
     }

@@ -6,11 +6,15 @@ use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{view, Usage};
 use agentlog::ops::{self, Flow, Point};
+use agentlog::registry::{
+    FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
+};
+use agentlog::store::Store;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use serde_json::json;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -63,6 +67,30 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let w = &mut out;
     let code = match cli.command {
         Command::Init => init(w, &ui, dir)?,
+        Command::Register(a) => register(w, &ui, dir, a)?,
+        Command::Heartbeat(a) => {
+            let lsn = with_store(&dir, |s| Ok(s.heartbeat(&a.name, a.pid, a.at.at)?))?;
+            applied(w, &ui, &a.name, lsn, "heartbeat")?
+        }
+        Command::Status(a) => {
+            let lsn = with_store(&dir, |s| {
+                Ok(s.set_status(&a.name, a.status, a.message.clone(), a.at.at)?)
+            })?;
+            applied(w, &ui, &a.name, lsn, &format!("status {}", a.status))?
+        }
+        Command::Update(a) => update(w, &ui, dir, a)?,
+        Command::Remove(a) => {
+            let lsn = with_store(&dir, |s| Ok(s.remove(&a.name, a.at.at)?))?;
+            applied(w, &ui, &a.name, lsn, "removed")?
+        }
+        Command::Post(a) => post(w, &ui, dir, a)?,
+        Command::Read(a) => read(w, &ui, dir, a)?,
+        Command::Sessions(a) => sessions(w, &ui, dir, a)?,
+        Command::Sweep(a) => sweep(w, &ui, dir, a)?,
+        Command::Snapshot => snapshot(w, &ui, dir)?,
+        Command::Export(a) => export(w, &ui, dir, a)?,
+        Command::Import(a) => import(w, &ui, dir, a)?,
+        Command::Stats => stats(w, &ui, dir)?,
         Command::List(a) => list(w, &ui, dir, a)?,
         Command::Replay(a) => replay(w, &ui, dir, a)?,
         Command::Audit(a) => audit(w, &ui, dir, a)?,
@@ -75,6 +103,257 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 type W<'a> = std::io::StdoutLock<'a>;
+
+/// Opens the store (taking the writer lock), runs `f`, and closes it
+/// (syncing what `f` appended).
+fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+    let store = ops::open_store(dir, false)?;
+    let out = f(&store);
+    let closed = store.close();
+    let out = out?;
+    closed?;
+    Ok(out)
+}
+
+/// Prints "`agent`: what (lsn N)" or `{"agent", "lsn"}`.
+fn applied(w: &mut W, ui: &Ui, agent: &str, lsn: u64, what: &str) -> Result<ExitCode> {
+    if ui.json {
+        output::json(w, &json!({"agent": agent, "lsn": lsn}))?;
+    } else {
+        writeln!(w, "`{agent}`: {what} (lsn {lsn})")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn register(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Register) -> Result<ExitCode> {
+    let mut reg = Registration::new(&a.name, &a.provider, &a.cwd);
+    reg.pid = a.pid;
+    reg.pid_start_time = a.pid_start_time;
+    reg.role = a.role;
+    reg.parent = a.parent;
+    reg.project_root = a.project_root.unwrap_or_default();
+    reg.log_path = a.log_path;
+    reg.host_mode = a.host_mode;
+    reg.short_id = a.short_id.unwrap_or_default();
+    let (lsn, kind) = with_store(&dir, |s| Ok(s.register(reg, a.at.at)?))?;
+    let kind = match kind {
+        RegistrationKind::New => "new",
+        RegistrationKind::Renewal => "renewal",
+        RegistrationKind::NewLife => "new life",
+    };
+    if ui.json {
+        output::json(
+            w,
+            &json!({"agent": a.name, "lsn": lsn, "registration": kind}),
+        )?;
+    } else {
+        writeln!(w, "`{}`: registered ({kind}) (lsn {lsn})", a.name)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn update(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Update) -> Result<ExitCode> {
+    let fields = FieldUpdates {
+        claude_short_id: a.claude_short_id.map(Some),
+        codex_session_id: a.codex_session_id.map(Some),
+        gemini_session_id: a.gemini_session_id.map(Some),
+        claude_session_uuid: a.claude_session_uuid.map(Some),
+        mcp_channel_id: a.mcp_channel_id.map(Some),
+        host_mode: a.host_mode.map(Some),
+        last_message_at: a.last_message_at.map(Some),
+        log_path: a.log_path.map(Some),
+        pid: a.pid.map(Some),
+        pid_start_time: a.pid_start_time.map(Some),
+        last_reconciled_at: a.last_reconciled_at.map(Some),
+        ..FieldUpdates::default()
+    };
+    let lsn = with_store(&dir, |s| Ok(s.update_fields(&a.name, fields, a.at.at)?))?;
+    applied(w, ui, &a.name, lsn, "updated")
+}
+
+fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
+    let mut p = PostMessage::new(&a.from, a.to.as_deref(), &a.category, &a.text);
+    p.priority = a.priority;
+    p.privacy = a.privacy;
+    p.project_root = a.project_root;
+    p.request_id = a.request_id;
+    if let Some(h) = a.ttl_hours {
+        if !(h.is_finite() && h > 0.0) {
+            return Err(Usage(format!("--ttl-hours {h} must be a positive number")).into());
+        }
+        p.ttl_ms = Some((h * 3_600_000.0) as i64);
+    }
+    let id = with_store(&dir, |s| Ok(s.post_message(p, a.at.at)?))?;
+    if ui.json {
+        output::json(w, &json!({"id": id}))?;
+    } else {
+        writeln!(w, "{id}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
+    let msgs = with_store(&dir, |s| {
+        Ok(s.read_messages(&a.name, a.project_root.as_deref(), a.at.at)?)
+    })?;
+    if ui.json {
+        let m: Vec<_> = msgs.iter().map(view::message).collect();
+        output::json(w, &json!({"agent": a.name, "messages": m}))?;
+    } else if msgs.is_empty() {
+        writeln!(w, "no unread messages for `{}`", a.name)?;
+    } else {
+        let rows: Vec<_> = msgs
+            .iter()
+            .map(|m| {
+                vec![
+                    m.id.to_string(),
+                    m.posted_at.to_string(),
+                    m.from.clone(),
+                    m.to.clone().unwrap_or_else(|| "(all)".into()),
+                    m.category.clone(),
+                    m.priority.to_string(),
+                    m.body.replace('\n', " "),
+                ]
+            })
+            .collect();
+        output::table(
+            w,
+            &["ID", "POSTED", "FROM", "TO", "CATEGORY", "PRIORITY", "BODY"],
+            &rows,
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sessions(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sessions) -> Result<ExitCode> {
+    let (op, k, verb) = match a {
+        args::Sessions::Open(k) => (SessionOp::Open, k, "opened"),
+        args::Sessions::Heartbeat(k) => (SessionOp::Heartbeat, k, "heartbeat"),
+        args::Sessions::Close(k) => (SessionOp::Close, k, "closed"),
+    };
+    let key = SessionKey::new(&k.source, &k.workspace, &k.session_id);
+    let lsn = with_store(&dir, |s| Ok(s.session(op, key, None, k.at.at)?))?;
+    if ui.json {
+        output::json(w, &json!({"session": verb, "lsn": lsn}))?;
+    } else {
+        match lsn {
+            Some(lsn) => writeln!(
+                w,
+                "session {}/{}/{}: {verb} (lsn {lsn})",
+                k.source, k.workspace, k.session_id
+            )?,
+            None => writeln!(
+                w,
+                "session {}/{}/{} is not open: nothing appended",
+                k.source, k.workspace, k.session_id
+            )?,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sweep(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sweep) -> Result<ExitCode> {
+    let changes = with_store(&dir, |s| Ok(s.sweep(a.now, &ProcProbe)?))?;
+    let lines: Vec<_> = changes
+        .iter()
+        .map(|(lsn, ev)| {
+            let agent = ev.kind.subject_agent().unwrap_or("").to_string();
+            let d = ops::describe::describe(&ev.kind, *lsn, Some(&agent));
+            (*lsn, agent, d)
+        })
+        .collect();
+    if ui.json {
+        let v: Vec<_> = lines
+            .iter()
+            .map(
+                |(lsn, agent, d)| json!({"lsn": lsn, "agent": agent, "what": d.what, "why": d.why}),
+            )
+            .collect();
+        output::json(w, &json!({"changes": v}))?;
+    } else if lines.is_empty() {
+        writeln!(w, "sweep: nothing changed")?;
+    } else {
+        let rows: Vec<_> = lines
+            .iter()
+            .map(|(lsn, agent, d)| {
+                vec![
+                    lsn.to_string(),
+                    agent.clone(),
+                    d.what.clone(),
+                    d.why.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        output::table(w, &["LSN", "AGENT", "CHANGE", "WHY"], &rows)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn snapshot(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
+    let info = with_store(&dir, |s| Ok(ops::snapshot(s)?))?;
+    if ui.json {
+        output::json(
+            w,
+            &json!({"path": info.path, "lsn": info.lsn, "bytes": info.len}),
+        )?;
+    } else {
+        writeln!(
+            w,
+            "snapshot of lsn {} written to {} ({} bytes)",
+            info.lsn,
+            info.path.display(),
+            info.len
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode> {
+    let (path, rep) = with_store(&dir, |s| Ok(ops::export(s, a.out.as_deref(), a.strict)?))?;
+    if ui.json {
+        let skipped: Vec<_> = rep
+            .skipped
+            .iter()
+            .map(|s| json!({"name": s.name, "reason": s.reason}))
+            .collect();
+        output::json(
+            w,
+            &json!({"path": path, "rows": rep.rows, "skipped": skipped}),
+        )?;
+    } else {
+        writeln!(w, "exported {} agents to {}", rep.rows, path.display())?;
+        for s in &rep.skipped {
+            writeln!(w, "left out `{}`: {}", s.name, s.reason)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode> {
+    let imp = with_store(&dir, |s| Ok(ops::import(s, &a.file, a.at.at)?))?;
+    if ui.json {
+        let agents: Vec<_> = imp
+            .agents
+            .iter()
+            .map(|(lsn, name)| json!({"name": name, "lsn": lsn}))
+            .collect();
+        output::json(
+            w,
+            &json!({"file": a.file, "schema_version": imp.schema_version, "agents": agents}),
+        )?;
+    } else {
+        let v = imp
+            .schema_version
+            .map_or("empty file".to_string(), |v| format!("schema {v}"));
+        writeln!(
+            w,
+            "imported {} agents from {} ({v})",
+            imp.agents.len(),
+            a.file.display()
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 fn init(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
     let rep = ops::init(&dir)?;
@@ -97,9 +376,8 @@ fn init(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
 }
 
 fn list(w: &mut W, ui: &Ui, dir: PathBuf, a: args::List) -> Result<ExitCode> {
-    let r = ops::replay(&dir, Point::Lsn(u64::MAX), &mut Bar::new(ui, "fold"))?;
-    let agents: Vec<_> = r
-        .state
+    let (state, _) = ops::current(&dir, &mut Bar::new(ui, "fold"))?;
+    let agents: Vec<_> = state
         .agents()
         .iter()
         .filter(|ag| a.all || !ag.is_finished())
@@ -181,7 +459,7 @@ fn replay(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Replay) -> Result<ExitCode>
 }
 
 fn audit(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Audit) -> Result<ExitCode> {
-    let lines = ops::audit::audit(&dir, &a.name, a.since, a.until, &mut Bar::new(ui, "audit"))?;
+    let lines = ops::audit::audit(&dir, &a.name, a.since, a.until)?;
     if ui.json {
         let events: Vec<_> = lines.iter().map(view::audit_line).collect();
         output::json(w, &json!({"agent": a.name, "events": events}))?;
@@ -313,8 +591,7 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
 }
 
 fn repair(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Repair) -> Result<ExitCode> {
-    ops::require_store(&dir)?;
-    let rep = agentlog::log::salvage(&dir, &a.out)?;
+    let rep = ops::salvage(&dir, &a.out)?;
     if ui.json {
         let bad: Vec<_> = rep
             .bad
@@ -355,4 +632,102 @@ fn repair(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Repair) -> Result<ExitCode>
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn stats(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
+    let st = ops::stats::stats(&dir, &mut Bar::new(ui, "stats"))?;
+    if ui.json {
+        let by_status: serde_json::Map<String, serde_json::Value> = st
+            .by_status
+            .iter()
+            .map(|(s, n)| (s.to_string(), json!(n)))
+            .collect();
+        let snaps: Vec<_> = st
+            .snapshots
+            .iter()
+            .map(|(lsn, len)| json!({"lsn": lsn, "bytes": len}))
+            .collect();
+        output::json(
+            w,
+            &json!({
+                "dir": dir,
+                "events": st.events,
+                "first_lsn": st.first_lsn,
+                "last_lsn": st.last_lsn,
+                "segments": st.segments,
+                "used_bytes": st.used_bytes,
+                "disk_bytes": st.disk_bytes,
+                "generation": st.generation,
+                "agents": st.agents,
+                "by_status": by_status,
+                "messages": st.messages,
+                "sessions": st.sessions,
+                "anomalies": st.anomalies,
+                "snapshots": snaps,
+            }),
+        )?;
+    } else {
+        print_stats(w, &dir, &st)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn print_stats(w: &mut W, dir: &Path, st: &ops::stats::Stats) -> Result<()> {
+    let range = match (st.first_lsn, st.last_lsn) {
+        (Some(a), Some(b)) => format!("lsn {a}..={b}"),
+        _ => "empty".to_string(),
+    };
+    let by_status: Vec<String> = st
+        .by_status
+        .iter()
+        .map(|(s, n)| format!("{s} {n}"))
+        .collect();
+    writeln!(w, "store       {}", dir.display())?;
+    writeln!(w, "events      {} ({range})", st.events)?;
+    writeln!(
+        w,
+        "log         {} segment(s), {} used, {} on disk, generation {}",
+        st.segments,
+        human_bytes(st.used_bytes),
+        human_bytes(st.disk_bytes),
+        st.generation
+    )?;
+    writeln!(w, "agents      {} ({})", st.agents, by_status.join(", "))?;
+    writeln!(
+        w,
+        "messages    {} live; sessions {} open",
+        st.messages, st.sessions
+    )?;
+    match st.snapshots.last() {
+        Some((lsn, len)) => writeln!(
+            w,
+            "snapshots   {} kept, newest at lsn {lsn} ({})",
+            st.snapshots.len(),
+            human_bytes(*len)
+        )?,
+        None => writeln!(w, "snapshots   none")?,
+    }
+    if st.anomalies > 0 {
+        writeln!(
+            w,
+            "anomalies   {} event(s) had no effect when folded",
+            st.anomalies
+        )?;
+    }
+    Ok(())
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
 }

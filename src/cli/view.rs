@@ -3,7 +3,7 @@
 
 use agentlog::model::Agent;
 use agentlog::ops::audit::AuditLine;
-use agentlog::registry::Lsn;
+use agentlog::registry::{Lsn, Message};
 use agentlog::time::Timestamp;
 use serde_json::{json, Value};
 
@@ -82,6 +82,22 @@ pub fn audit_line(l: &AuditLine) -> Value {
         v["last_lsn"] = json!(run.last_lsn);
     }
     v
+}
+
+pub fn message(m: &Message) -> Value {
+    json!({
+        "id": m.id,
+        "posted_at": time(m.posted_at),
+        "from": m.from,
+        "to": m.to,
+        "category": m.category,
+        "body": m.body,
+        "priority": m.priority.as_str(),
+        "privacy": m.privacy.as_str(),
+        "project_root": m.project_root,
+        "expires_at": time(m.expires_at),
+        "request_id": m.request_id,
+    })
 }
 
 pub fn lsn_at(p: Option<(Lsn, Timestamp)>) -> Value {

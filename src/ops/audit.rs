@@ -3,9 +3,10 @@
 //! the agent between them) collapsed into one line "heartbeats ×N from … to …".
 
 use super::describe::describe;
-use super::{reader, OpsError, Progress, Result, PROGRESS_EVERY};
+use super::{reader, Result};
 use crate::log::Lsn;
-use crate::registry::{codec, Event, EventKind, RegistryError, SubjectFilter};
+use crate::registry::history;
+use crate::registry::{Event, EventKind, RegistryError};
 use crate::time::Timestamp;
 use std::path::Path;
 
@@ -69,49 +70,26 @@ pub fn collapse(agent: &str, history: impl IntoIterator<Item = (Lsn, Event)>) ->
 }
 
 /// The timeline of `agent` in the store at `dir` between `since` and `until`
-/// (event times, inclusive). An agent that never appears is "not found".
+/// (event times, inclusive), read-only. An agent that never appears in the
+/// log is "not found".
 pub fn audit(
     dir: &Path,
     agent: &str,
     since: Option<Timestamp>,
     until: Option<Timestamp>,
-    progress: &mut dyn Progress,
 ) -> Result<Vec<AuditLine>> {
     let r = reader(dir)?;
-    let view = r.view();
-    progress.start(r.last_lsn().unwrap_or(0));
-    let filter = SubjectFilter::new(agent);
-    let mut seen = false;
-    let mut history = Vec::new();
-    for (i, rec) in view.iter().enumerate() {
-        let rec = rec?;
-        if (i as u64 + 1) % PROGRESS_EVERY == 0 {
-            progress.advance(rec.lsn);
-        }
-        if !filter.may_match(rec.payload) {
-            continue;
-        }
-        let ev = codec::decode(rec.payload).map_err(|source| OpsError::Decode {
-            lsn: rec.lsn,
-            source,
-        })?;
-        if !ev.kind.concerns_agent(agent) {
-            continue;
-        }
-        seen = true;
-        if since.is_some_and(|s| ev.at < s) || until.is_some_and(|u| ev.at > u) {
-            continue;
-        }
-        history.push((rec.lsn, ev));
-    }
-    progress.finish();
-    if !seen {
+    let history = history::scan_history(&r.view(), agent)?;
+    if history.is_empty() {
         return Err(RegistryError::NotFound {
             agent: agent.to_string(),
         }
         .into());
     }
-    Ok(collapse(agent, history))
+    let window = history
+        .into_iter()
+        .filter(|(_, ev)| !since.is_some_and(|s| ev.at < s) && !until.is_some_and(|u| ev.at > u));
+    Ok(collapse(agent, window))
 }
 
 #[cfg(test)]

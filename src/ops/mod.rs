@@ -1,21 +1,31 @@
 //! Operations behind the command line, one library function per subcommand
-//! where the store modules do not already offer exactly one: replay to a
-//! point, the raw event dump (and its follow mode), verify (checksums plus
-//! event decoding), audit with heartbeat runs collapsed, stats, and the demo.
+//! where the store modules do not already offer exactly one: opening a store
+//! from its newest snapshot, snapshot, import, replay to a point, the raw
+//! event dump (and its follow mode), verify (checksums plus event decoding),
+//! audit with heartbeat runs collapsed, stats, and the demo.
 //!
-//! Invariants: read-only operations (`replay`, `dump`, `verify`, `audit`)
-//! open the log with a [`LogReader`] and take no writer lock, so they run
-//! beside a live writer and never change a file. Every error names the store
+//! A store directory holds `log/` (the log engine's segments), `snapshots/`
+//! (checkpoints of the folded state) and, by default, the `registry.json`
+//! export. Invariants: read-only operations (`current`, `replay`, `dump`,
+//! `verify`, `audit`) open the log with a [`LogReader`] and take no writer
+//! lock, so they run beside a live writer and never change a file; a damaged
+//! log is refused, never folded silently short. Every error names the store
 //! directory, the LSN or the agent at fault.
 
 pub mod audit;
 pub mod describe;
+pub mod stats;
 
 use crate::log::{self, LogReader, Lsn, VerifyReport};
+use crate::registry::history::{self, ScanError, Until};
 use crate::registry::{codec, DecodeError, Event, RegistryError, State};
+use crate::store::{Store, StoreError, StoreOptions};
 use crate::time::Timestamp;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Snapshots kept by [`snapshot`].
+pub const SNAPSHOTS_KEPT: usize = 3;
 
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,10 +45,40 @@ pub enum OpsError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
     Export(#[from] crate::export::ExportError),
+    #[error(transparent)]
+    Import(#[from] crate::import::ImportError),
+    #[error(transparent)]
+    Snapshot(#[from] crate::snapshot::SnapshotError),
+}
+
+impl From<ScanError> for OpsError {
+    fn from(e: ScanError) -> Self {
+        match e {
+            ScanError::Decode { lsn, source } => OpsError::Decode { lsn, source },
+            ScanError::Log(e) => OpsError::Log(e),
+        }
+    }
 }
 
 pub type Result<T, E = OpsError> = std::result::Result<T, E>;
+
+/// The log engine's directory inside a store.
+pub fn log_dir(dir: &Path) -> PathBuf {
+    dir.join("log")
+}
+
+/// The snapshot directory inside a store.
+pub fn snapshot_dir(dir: &Path) -> PathBuf {
+    dir.join("snapshots")
+}
+
+/// The default export path of a store.
+pub fn registry_json(dir: &Path) -> PathBuf {
+    dir.join("registry.json")
+}
 
 /// Progress of long work, in LSNs: `start(last_lsn)`, then `advance(lsn)`
 /// now and then. The CLI draws a bar on a terminal; `()` ignores it.
@@ -52,16 +92,53 @@ impl Progress for () {}
 /// Records between two progress updates (keeps the fold loop tight).
 const PROGRESS_EVERY: u64 = 1 << 16;
 
-/// Checks that `dir` holds a store (a directory that exists).
+/// Checks that `dir` holds a store (a directory with a `log/` inside).
 pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(()),
+        Ok(m) if m.is_dir() => {
+            if log_dir(dir).is_dir() {
+                Ok(())
+            } else {
+                Err(OpsError::NoStore(dir.to_path_buf()))
+            }
+        }
         Ok(_) => Err(OpsError::NotADirectory(dir.to_path_buf())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(OpsError::NoStore(dir.to_path_buf()))
         }
         Err(e) => Err(crate::Error::io(dir, e).into()),
     }
+}
+
+/// Loads the newest intact snapshot of the store (damaged ones are skipped
+/// with a warning by `snapshot::load_newest`), unless it claims more of the
+/// log than the log holds (then the whole log is folded).
+fn newest_snapshot(dir: &Path, last_lsn: Option<Lsn>) -> Result<Option<(State, Lsn)>> {
+    Ok(crate::snapshot::load_newest::<State>(&snapshot_dir(dir))?
+        .filter(|l| l.lsn <= last_lsn.unwrap_or(0))
+        .map(|l| (l.state, l.lsn)))
+}
+
+/// Opens the store in `dir` for writing (taking the writer lock), resuming
+/// the fold from its newest snapshot. `create` allows a new store.
+pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
+    if create {
+        if dir.exists() && !dir.is_dir() {
+            return Err(OpsError::NotADirectory(dir.to_path_buf()));
+        }
+    } else {
+        require_store(dir)?;
+    }
+    let opts = StoreOptions::default();
+    let base = if create && !log_dir(dir).exists() {
+        None
+    } else {
+        let last = LogReader::open(&log_dir(dir))
+            .ok()
+            .and_then(|r| r.last_lsn());
+        newest_snapshot(dir, last)?
+    };
+    Ok(Store::open_from(dir, opts, base)?)
 }
 
 /// Opens the log of the store in `dir` read-only, refusing a damaged log.
@@ -74,6 +151,7 @@ pub fn require_store(dir: &Path) -> Result<()> {
 /// being written and is left to the writer.
 fn reader(dir: &Path) -> Result<LogReader> {
     require_store(dir)?;
+    let dir = &log_dir(dir);
     let report = log::verify(dir)?;
     let last = report.last_lsn.unwrap_or(0);
     if let Some(b) = report
@@ -116,7 +194,9 @@ pub struct Replayed {
     pub next: Option<(Lsn, Timestamp)>,
 }
 
-/// Folds the log of `dir` from the start up to `point` (read-only).
+/// Folds the log of `dir` from the start up to `point` (read-only). A time
+/// point takes the longest prefix of the log whose event times are at or
+/// before it (as `Store::state_at` does), so the result is always a prefix.
 pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<Replayed> {
     let r = reader(dir)?;
     let view = r.view();
@@ -129,10 +209,11 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
     };
     for rec in view.iter() {
         let rec = rec?;
-        let (_, at) = codec::decode_header(rec.payload).map_err(|source| OpsError::Decode {
+        let decode_err = |source| OpsError::Decode {
             lsn: rec.lsn,
             source,
-        })?;
+        };
+        let (_, at) = codec::decode_header(rec.payload).map_err(decode_err)?;
         let past = match point {
             Point::Lsn(l) => rec.lsn > l,
             Point::Time(t) => at > t,
@@ -143,10 +224,7 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
         }
         out.state
             .apply_payload(rec.lsn, rec.payload)
-            .map_err(|source| OpsError::Decode {
-                lsn: rec.lsn,
-                source,
-            })?;
+            .map_err(decode_err)?;
         out.events += 1;
         out.last = Some((rec.lsn, at));
         if out.events % PROGRESS_EVERY == 0 {
@@ -155,6 +233,19 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
     }
     progress.finish();
     Ok(out)
+}
+
+/// The current registry, read-only: the newest snapshot plus the log after
+/// it (no writer lock, so it works beside a running writer).
+pub fn current(dir: &Path, progress: &mut dyn Progress) -> Result<(State, Lsn)> {
+    let r = reader(dir)?;
+    let view = r.view();
+    progress.start(r.last_lsn().unwrap_or(0));
+    let (mut state, after) =
+        newest_snapshot(dir, r.last_lsn())?.unwrap_or_else(|| (State::default(), 0));
+    let last = history::fold_view(&view, &mut state, after, Until::End)?;
+    progress.finish();
+    Ok((state, last))
 }
 
 /// One record of the raw dump: decoded, or why it could not be.
@@ -222,6 +313,7 @@ impl Verified {
 /// payload decodes as an event). Read-only.
 pub fn verify(dir: &Path, progress: &mut dyn Progress) -> Result<Verified> {
     require_store(dir)?;
+    let dir = &log_dir(dir);
     let report = log::verify(dir)?;
     let mut undecodable = Vec::new();
     if report.is_clean() {
@@ -255,14 +347,87 @@ pub struct Initialized {
 /// Creates an empty store in `dir` (and its parents), or opens an existing
 /// one and reports its size.
 pub fn init(dir: &Path) -> Result<Initialized> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(OpsError::NotADirectory(dir.to_path_buf()));
-    }
-    let existed = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
-    let (log, report) = log::Log::open(dir, log::LogOptions::default())?;
-    log.close()?;
+    let existed = log_dir(dir).is_dir();
+    let store = open_store(dir, true)?;
+    let events = store.recovery().records;
+    store.close()?;
     Ok(Initialized {
         created: !existed,
-        events: report.records,
+        events,
     })
+}
+
+/// Writes a snapshot of the store's folded state (keeping the newest
+/// [`SNAPSHOTS_KEPT`]); returns its file and the LSN it covers.
+pub fn snapshot(store: &Store) -> Result<crate::snapshot::SnapshotInfo> {
+    // Make everything the snapshot covers durable first: a snapshot must
+    // never be ahead of the log after a crash.
+    store.sync()?;
+    let dir = snapshot_dir(store.dir());
+    Ok(store.with_state(|state, lsn| crate::snapshot::write(&dir, lsn, state, SNAPSHOTS_KEPT))?)
+}
+
+/// Publishes the store's registry as schema-v4 `registry.json` at `path`
+/// (default `DIR/registry.json`) under both writers' locks.
+pub fn export(
+    store: &Store,
+    path: Option<&Path>,
+    strict: bool,
+) -> Result<(PathBuf, crate::export::ExportReport)> {
+    let path = path.map_or_else(|| registry_json(store.dir()), Path::to_path_buf);
+    let opts = crate::export::ExportOptions { strict };
+    let (bytes, report) =
+        store.with_state(|state, _| crate::export::render_v4(state.agents().iter(), &opts))?;
+    crate::export::publish(&path, &bytes)?;
+    Ok((path, report))
+}
+
+/// What an import brought in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Imported {
+    pub schema_version: Option<u32>,
+    /// (LSN, agent name) of each imported row, in file order.
+    pub agents: Vec<(Lsn, String)>,
+}
+
+/// Imports a `registry.json` (schema 1–4) into the store, one
+/// `AgentImported` event per row at time `at`. The whole file is parsed and
+/// checked first: a refused file appends nothing.
+pub fn import(store: &Store, file: &Path, at: Option<Timestamp>) -> Result<Imported> {
+    let parsed = crate::import::read_registry_file(file, Duration::from_secs(10))?;
+    let schema_version = parsed.schema_version;
+    let at = at.unwrap_or_else(Timestamp::now);
+    let mut agents = Vec::new();
+    for ev in crate::import::to_events(parsed, at) {
+        if let crate::registry::EventKind::AgentImported(agent) = ev.kind {
+            let name = agent.name.clone();
+            let lsn = store.import_agent(*agent, Some(ev.at))?;
+            agents.push((lsn, name));
+        }
+    }
+    Ok(Imported {
+        schema_version,
+        agents,
+    })
+}
+
+/// Copies every valid record of the store at `dir` into a new store at `out`
+/// (which must not exist or be empty), with their original LSNs; the source
+/// is never changed. Snapshots are not copied: the new store folds its log.
+pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
+    require_store(dir)?;
+    if out.exists() {
+        let empty = std::fs::read_dir(out)
+            .map_err(|e| crate::Error::io(out, e))?
+            .next()
+            .is_none();
+        if !empty {
+            return Err(crate::Error::InvalidArgument(format!(
+                "salvage destination {} is not empty",
+                out.display()
+            ))
+            .into());
+        }
+    }
+    Ok(log::salvage(&log_dir(dir), &log_dir(out))?)
 }

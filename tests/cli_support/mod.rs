@@ -191,7 +191,7 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
         flush_interval: None,
         ..Default::default()
     };
-    let (log, _) = Log::open(dir, opts).expect("open log");
+    let (log, _) = Log::open(&dir.join("log"), opts).expect("open log");
     for e in events {
         log.append(&agentlog::registry::encode(e), Durability::Durable)
             .expect("append");
