@@ -244,11 +244,11 @@ impl Store {
         let at = now_or(at);
         let lsn = {
             let mut g = self.write();
-            g.state.check_heartbeat(agent, pid)?;
+            let slot = g.state.check_heartbeat(agent, pid)?;
             let g = &mut *g;
             codec::encode_heartbeat_into(&mut g.buf, at, agent, pid);
             let lsn = self.log.append(&g.buf, Durability::Lazy)?;
-            g.state.apply_heartbeat(at, agent, pid);
+            g.state.apply_heartbeat_at(slot, at, pid);
             g.applied = lsn;
             lsn
         };

@@ -85,6 +85,16 @@ impl AgentMap {
             None => None,
         }
     }
+    /// Position of `name` in registration order.
+    #[inline]
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+    /// The agent at `position` (from [`AgentMap::position`]).
+    #[inline]
+    pub fn at_mut(&mut self, position: usize) -> Option<&mut Agent> {
+        self.rows.get_mut(position)
+    }
     pub fn contains(&self, name: &str) -> bool {
         self.index.contains_key(name)
     }

@@ -16,7 +16,7 @@ use super::events::{
 use crate::model::{Agent, Status, StatusCause};
 use crate::time::Timestamp;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// Bytes before the body: tag and event time.
 pub const HEADER_LEN: usize = 9;
@@ -93,10 +93,55 @@ pub fn encode(event: &Event) -> Vec<u8> {
     buf
 }
 
-/// The heartbeat hot path: encodes a heartbeat without building an [`Event`].
+/// The heartbeat hot path: encodes a heartbeat without building an
+/// [`Event`]. Hand-written, byte-identical to the bincode body `(name, pid)`
+/// (tested against [`encode`]), because it runs once per heartbeat.
 pub fn encode_heartbeat_into(buf: &mut Vec<u8>, at: Timestamp, agent: &str, pid: Option<u32>) {
     put_header(buf, tag::HEARTBEAT, at);
-    put_body(buf, &(agent, pid));
+    put_varint(buf, agent.len() as u64);
+    buf.extend_from_slice(agent.as_bytes());
+    match pid {
+        None => buf.push(0),
+        Some(p) => {
+            buf.push(1);
+            put_varint(buf, u64::from(p));
+        }
+    }
+}
+
+/// bincode 2 `standard()` varint.
+#[inline]
+fn put_varint(buf: &mut Vec<u8>, v: u64) {
+    if v < 251 {
+        buf.push(v as u8);
+    } else if v <= u64::from(u16::MAX) {
+        buf.push(251);
+        buf.extend_from_slice(&(v as u16).to_le_bytes());
+    } else if v <= u64::from(u32::MAX) {
+        buf.push(252);
+        buf.extend_from_slice(&(v as u32).to_le_bytes());
+    } else {
+        buf.push(253);
+        buf.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+#[inline]
+fn get_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+    let first = *b.get(*pos)?;
+    *pos += 1;
+    let width = match first {
+        0..=250 => return Some(u64::from(first)),
+        251 => 2,
+        252 => 4,
+        253 => 8,
+        _ => return None,
+    };
+    let bytes = b.get(*pos..*pos + width)?;
+    *pos += width;
+    let mut le = [0u8; 8];
+    le[..width].copy_from_slice(bytes);
+    Some(u64::from_le_bytes(le))
 }
 
 /// The tag and time of a payload, checking the tag is known.
@@ -208,19 +253,38 @@ pub struct HeartbeatRef<'a> {
 }
 
 /// Decodes a heartbeat payload borrowing the name from `payload`; `Ok(None)`
-/// when the payload is another kind.
+/// when the payload is another kind. Hand-written twin of the bincode
+/// decoder (the fold's hot path).
 pub fn decode_heartbeat(payload: &[u8]) -> Result<Option<HeartbeatRef<'_>>, DecodeError> {
     let (t, at) = decode_header(payload)?;
     if t != tag::HEARTBEAT {
         return Ok(None);
     }
     let b = &payload[HEADER_LEN..];
-    #[derive(Deserialize)]
-    struct Hb<'a>(&'a str, Option<u32>);
-    let (Hb(agent, pid), used): (Hb<'_>, usize) =
-        bincode::serde::borrow_decode_from_slice(b, config()).map_err(|e| body_err(t, e))?;
-    if used != b.len() {
-        return Err(body_err(t, "trailing bytes after the body"));
+    let bad = |what: &str| body_err(t, what);
+    let mut pos = 0;
+    let len = get_varint(b, &mut pos).ok_or_else(|| bad("bad agent name length"))?;
+    let end = usize::try_from(len)
+        .ok()
+        .and_then(|l| pos.checked_add(l))
+        .filter(|&e| e <= b.len())
+        .ok_or_else(|| bad("agent name runs past the end"))?;
+    let agent = std::str::from_utf8(&b[pos..end]).map_err(|_| bad("agent name is not UTF-8"))?;
+    pos = end;
+    let pid = match b.get(pos) {
+        Some(0) => {
+            pos += 1;
+            None
+        }
+        Some(1) => {
+            pos += 1;
+            let p = get_varint(b, &mut pos).ok_or_else(|| bad("bad pid"))?;
+            Some(u32::try_from(p).map_err(|_| bad("pid out of range"))?)
+        }
+        _ => return Err(bad("bad pid option tag")),
+    };
+    if pos != b.len() {
+        return Err(bad("trailing bytes after the body"));
     }
     Ok(Some(HeartbeatRef { at, agent, pid }))
 }
@@ -396,6 +460,44 @@ mod tests {
         let cap = buf.capacity();
         encode_heartbeat_into(&mut buf, Timestamp(6), "agent-8", None);
         assert_eq!(buf.capacity(), cap, "reused buffer must not grow");
+    }
+
+    #[test]
+    fn hand_written_heartbeat_codec_is_bincode() {
+        let mut buf = Vec::new();
+        for len in [0usize, 1, 250, 251, 300, 70_000] {
+            let name = "n".repeat(len);
+            for pid in [
+                None,
+                Some(0),
+                Some(250),
+                Some(251),
+                Some(65_535),
+                Some(65_536),
+                Some(u32::MAX),
+            ] {
+                encode_heartbeat_into(&mut buf, Timestamp(-3), &name, pid);
+                let generic = encode(&Event {
+                    at: Timestamp(-3),
+                    kind: EventKind::Heartbeat {
+                        agent: name.clone(),
+                        pid,
+                    },
+                });
+                assert_eq!(buf, generic, "len {len} pid {pid:?}");
+                let hb = decode_heartbeat(&generic).unwrap().unwrap();
+                assert_eq!((hb.agent, hb.pid), (name.as_str(), pid));
+                for n in HEADER_LEN..buf.len() {
+                    assert!(decode_heartbeat(&buf[..n]).is_err());
+                }
+            }
+        }
+        // A pid varint wider than u32, and invalid UTF-8, are refused.
+        let mut wide = vec![tag::HEARTBEAT, 0, 0, 0, 0, 0, 0, 0, 0, 1, b'a', 1, 253];
+        wide.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decode_heartbeat(&wide).is_err() && decode(&wide).is_err());
+        let utf = [tag::HEARTBEAT, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0];
+        assert!(decode_heartbeat(&utf).is_err() && decode(&utf).is_err());
     }
 
     #[test]

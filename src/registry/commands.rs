@@ -70,13 +70,15 @@ impl State {
 
     /// Validates a heartbeat without allocating on success: not found,
     /// pid mismatch, finished (unless finished by lease expiry and sent by
-    /// the same pid, which revives it).
-    pub fn check_heartbeat(&self, agent: &str, pid: Option<u32>) -> Result<(), RegistryError> {
-        let Some(a) = self.agent(agent) else {
+    /// the same pid, which revives it). Returns the agent's slot for
+    /// `State::apply_heartbeat_at` (valid until the state next changes).
+    pub fn check_heartbeat(&self, agent: &str, pid: Option<u32>) -> Result<usize, RegistryError> {
+        let Some(slot) = self.agents.position(agent) else {
             return Err(RegistryError::NotFound {
                 agent: agent.to_string(),
             });
         };
+        let a = &self.agents.as_slice()[slot];
         if let (Some(got), Some(registered)) = (pid, a.pid) {
             if got != registered {
                 return Err(RegistryError::PidMismatch {
@@ -95,7 +97,7 @@ impl State {
                 });
             }
         }
-        Ok(())
+        Ok(slot)
     }
 
     /// Any status may be set; leaving a finished one needs a registration.

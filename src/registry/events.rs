@@ -285,6 +285,16 @@ impl EventKind {
         }
     }
 
+    /// The messages the event concerns: the post itself (its id is the
+    /// record's `lsn`) or the messages a receipt marks read.
+    pub fn message_ids(&self, lsn: Lsn) -> Vec<Lsn> {
+        match self {
+            EventKind::MessagePosted(_) => vec![lsn],
+            EventKind::MessagesRead { ids, .. } => ids.clone(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The session the event concerns, if any.
     pub fn session(&self) -> Option<&SessionKey> {
         match self {

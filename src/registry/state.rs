@@ -216,7 +216,17 @@ impl State {
     /// A heartbeat: one lookup, no allocation.
     #[inline]
     pub fn apply_heartbeat(&mut self, at: Timestamp, agent: &str, pid: Option<u32>) {
-        let Some(a) = self.agents.get_mut(agent) else {
+        match self.agents.position(agent) {
+            Some(slot) => self.apply_heartbeat_at(slot, at, pid),
+            None => self.anomalies += 1,
+        }
+    }
+
+    /// A heartbeat of the agent at `slot` (its registration-order position,
+    /// as returned by `check_heartbeat`): no lookup at all.
+    #[inline]
+    pub fn apply_heartbeat_at(&mut self, slot: usize, at: Timestamp, pid: Option<u32>) {
+        let Some(a) = self.agents.at_mut(slot) else {
             self.anomalies += 1;
             return;
         };
