@@ -164,3 +164,59 @@ fn failed_sync_poisons_the_log() {
     assert_eq!(rep.records, 2);
     log.append(b"ok", Durability::Durable).unwrap();
 }
+
+#[test]
+fn zero_filled_segments_work_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = LogOptions {
+        zero_fill: true,
+        ..small_opts()
+    };
+    let (log, _) = Log::open(dir.path(), opts.clone()).unwrap();
+    for i in 1..=1500u64 {
+        log.append(&payload(i), Durability::Lazy).unwrap();
+    }
+    assert!(log.stats().segments > 2);
+    log.close().unwrap();
+    let (log, rep) = Log::open(dir.path(), opts).unwrap();
+    assert_eq!(rep.records, 1500);
+    assert_eq!(read_all(&log).last().unwrap(), &(1500, payload(1500)));
+}
+
+#[test]
+fn views_taken_during_appends_are_consistent_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
+    let log = Arc::new(log);
+    let writer = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            while log.next_lsn() <= 6000 {
+                let n = log.next_lsn();
+                if n % 7 == 0 {
+                    let (a, b) = (payload(n), payload(n + 1));
+                    assert_eq!(
+                        log.append_batch(&[&a, &b], Durability::Lazy).unwrap(),
+                        n..=n + 1
+                    );
+                } else {
+                    assert_eq!(log.append(&payload(n), Durability::Lazy).unwrap(), n);
+                }
+            }
+        })
+    };
+    let mut checks = 0;
+    while !writer.is_finished() || checks == 0 {
+        let v = log.view();
+        let mut n = 0u64;
+        for r in v.iter() {
+            let r = r.unwrap();
+            n += 1;
+            assert_eq!(r.lsn, n);
+            assert_eq!(r.payload, payload(r.lsn).as_slice());
+        }
+        checks += 1;
+    }
+    writer.join().unwrap();
+    assert!(checks > 0);
+}

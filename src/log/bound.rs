@@ -6,16 +6,19 @@
 use std::fs::OpenOptions;
 use std::path::Path;
 
-use super::mmap::{fallocate, Map};
+use super::mmap::Map;
 use super::record::{encode_header, hasher_for, record_size, REC_HDR};
-use super::segment::SEG_HDR;
+use super::segment::{preallocate, SEG_HDR};
 use crate::error::{Error, Result};
 
-/// memcpy + crc32 into a fallocated, mapped file (wraps around when full).
+/// memcpy + crc32 into a preallocated, mapped file; when full it moves on to
+/// a fresh file (like the log's segments), so it pays the same page faults.
 pub struct CopyBound {
     map: Map,
     off: usize,
     lsn: u64,
+    path: std::path::PathBuf,
+    size: u64,
 }
 
 impl CopyBound {
@@ -28,12 +31,14 @@ impl CopyBound {
             .truncate(true)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
-        fallocate(&file, size).map_err(|e| Error::io(path, e))?;
+        preallocate(&file, 0, size, false).map_err(|e| Error::io(path, e))?;
         let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(path, e))?;
         Ok(CopyBound {
             map,
             off: SEG_HDR,
             lsn: 0,
+            path: path.to_path_buf(),
+            size,
         })
     }
 
@@ -42,7 +47,9 @@ impl CopyBound {
     pub fn write(&mut self, payload: &[u8]) {
         let size = record_size(payload.len());
         if self.off + size > self.map.len() {
-            self.off = SEG_HDR;
+            let lsn = self.lsn;
+            *self = CopyBound::new(&self.path.clone(), self.size).expect("bound: next file");
+            self.lsn = lsn;
         }
         self.lsn += 1;
         let len_flags = payload.len() as u32;

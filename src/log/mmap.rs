@@ -59,7 +59,12 @@ impl Map {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "empty file"));
         }
-        let raw = MmapOptions::new().len(len).map_raw_read_only(file)?;
+        // MAP_POPULATE: map the (usually cached) pages up front instead of
+        // taking one page fault per 4 KiB while scanning.
+        let raw = MmapOptions::new()
+            .len(len)
+            .populate()
+            .map_raw_read_only(file)?;
         Ok(Map { raw })
     }
 

@@ -22,25 +22,30 @@ pub fn record_size(len: usize) -> usize {
     (REC_HDR + len + 7) & !7
 }
 
+/// The 20 bytes hashed before the payload: salt, `len_flags`, `lsn`.
+#[inline]
+fn prefix(segment_id: u64, len_flags: u32, lsn: u64) -> [u8; 20] {
+    let mut b = [0u8; 20];
+    b[0..8].copy_from_slice(&segment_id.to_le_bytes());
+    b[8..12].copy_from_slice(&len_flags.to_le_bytes());
+    b[12..20].copy_from_slice(&lsn.to_le_bytes());
+    b
+}
+
 /// The record checksum.
 #[inline]
 pub fn checksum(segment_id: u64, len_flags: u32, lsn: u64, payload: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&segment_id.to_le_bytes());
-    h.update(&len_flags.to_le_bytes());
-    h.update(&lsn.to_le_bytes());
+    let mut h = hasher_for(segment_id, len_flags, lsn);
     h.update(payload);
     h.finalize()
 }
 
-/// Finish a checksum whose payload part was already hashed (`h` fed with the
-/// salt, `len_flags` and `lsn` first, then the payload).
+/// A hasher already fed with the salt, `len_flags` and `lsn`; feed it the
+/// payload and finalize to get the record checksum.
 #[inline]
 pub fn hasher_for(segment_id: u64, len_flags: u32, lsn: u64) -> crc32fast::Hasher {
     let mut h = crc32fast::Hasher::new();
-    h.update(&segment_id.to_le_bytes());
-    h.update(&len_flags.to_le_bytes());
-    h.update(&lsn.to_le_bytes());
+    h.update(&prefix(segment_id, len_flags, lsn));
     h
 }
 

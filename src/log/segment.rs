@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use super::mmap::{fallocate, Map};
+
 use super::record::u64_at;
 use crate::error::{Error, Result};
 
@@ -89,6 +90,34 @@ impl SegHeader {
             first_lsn: u64_at(b, 24),
         })
     }
+}
+
+/// Allocate `[0, size)` of `file` with `fallocate` (real blocks: a write
+/// through the map can never hit ENOSPC/SIGBUS later), optionally overwrite
+/// `[from, size)` with zeros, and sync. Zero-filling turns the "unwritten"
+/// extents fallocate creates into written ones, so a later fdatasync/msync of
+/// appended records need not commit the filesystem journal for the extent
+/// conversion; it costs a second write of the whole segment
+/// (`LogOptions::zero_fill`, off by default).
+pub(crate) fn preallocate(
+    file: &File,
+    from: u64,
+    size: u64,
+    zero_fill: bool,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    fallocate(file, size)?;
+    if !zero_fill {
+        return file.sync_all();
+    }
+    let zeros = vec![0u8; 1 << 20];
+    let mut off = from;
+    while off < size {
+        let n = ((size - off) as usize).min(zeros.len());
+        file.write_all_at(&zeros[..n], off)?;
+        off += n as u64;
+    }
+    file.sync_all()
 }
 
 /// `{first_lsn:020}.seg`
@@ -180,10 +209,9 @@ impl Segment {
     }
 
     /// Remap after the file grew (writer reopening a trimmed newest segment).
-    pub fn extend_to(self, size: u64) -> Result<Segment> {
-        fallocate(&self.file, size)
-            .and_then(|_| self.file.sync_all())
-            .map_err(|e| Error::io(&self.path, e))?;
+    pub fn extend_to(self, size: u64, zero_fill: bool) -> Result<Segment> {
+        let from = self.map.len() as u64;
+        preallocate(&self.file, from, size, zero_fill).map_err(|e| Error::io(&self.path, e))?;
         let map = Map::map_rw(&self.file, size as usize).map_err(|e| Error::io(&self.path, e))?;
         Ok(Segment { map, ..self })
     }
@@ -221,6 +249,7 @@ pub(crate) fn prepare(
     segment_id: u64,
     size: u64,
     budget: Option<&AtomicI64>,
+    zero_fill: bool,
 ) -> Result<Prepared> {
     let tmp = dir.join(format!("next-{segment_id}.seg.tmp"));
     let res = (|| {
@@ -240,9 +269,7 @@ pub(crate) fn prepare(
                 ));
             }
         }
-        fallocate(&file, size)
-            .and_then(|_| file.sync_all())
-            .map_err(|e| Error::io(&tmp, e))?;
+        preallocate(&file, 0, size, zero_fill).map_err(|e| Error::io(&tmp, e))?;
         let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(&tmp, e))?;
         Ok(Prepared {
             tmp: tmp.clone(),

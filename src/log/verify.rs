@@ -127,12 +127,15 @@ fn scan_dir(
         // After damage inside an open batch, the batch's surviving tail
         // (up to its last record) is skipped too: batches are all or nothing.
         let mut skip_rest = false;
+        let mut seg_last: Option<Lsn> = None;
         walk(all, &seg.hdr, prev, |ev| match ev {
             Event::Record(r) if skip_rest => {
+                seg_last = Some(r.lsn);
                 dropped += 1;
                 skip_rest = r.cont;
             }
             Event::Record(r) => {
+                seg_last = Some(r.lsn);
                 if batch.is_empty() {
                     batch_off = r.offset;
                 }
@@ -184,7 +187,7 @@ fn scan_dir(
         bad.append(&mut seg_bad);
         partial += dropped;
         bytes += used as u64;
-        if let Some(l) = last_lsn_in(all, &seg) {
+        if let Some(l) = seg_last {
             prev = prev.max(l);
         }
         if is_main {
@@ -192,16 +195,6 @@ fn scan_dir(
         }
     }
     Ok((n, bytes, bad, partial, m.generation))
-}
-
-fn last_lsn_in(all: &[u8], seg: &Segment) -> Option<Lsn> {
-    let mut last = None;
-    walk(all, &seg.hdr, 0, |ev| {
-        if let Event::Record(r) = ev {
-            last = Some(r.lsn);
-        }
-    });
-    last
 }
 
 /// Scan every live segment of the log in `dir` (read-only, no lock) and check
