@@ -1,0 +1,548 @@
+//! Registry-level compaction (issue 5, SPEC §4): decides which records of
+//! the sealed log survive and drives the log's generation switch
+//! ([`Log::compact_sealed`]).
+//!
+//! Invariants:
+//! * **Keep rule.** A record at LSN `l <= L` survives iff
+//!   [`Kept::keeps`] says so for the retention of the state at `L` (agent
+//!   events of retained agents, posts of retained messages, read receipts of a
+//!   retained reader naming at least one retained message, session events of
+//!   retained sessions), except that a *heartbeat run* — consecutive
+//!   heartbeats of one agent with the same pid and no other event of that
+//!   agent between — collapses to its first and last heartbeat (unless
+//!   `keep_all_heartbeats`). Same-pid runs are exact: every heartbeat of such
+//!   a run has the same effect on the fold but its time, so the last one sets
+//!   `last_active` exactly as the whole run did.
+//! * **The fold commutes with compaction:** folding the compacted records
+//!   `<= L` gives `retain(state_L, now)` (the `anomalies` counter aside: a
+//!   dropped event can no longer count as one), assuming event times never
+//!   decrease along the log (the Store stamps them from the clock).
+//! * Records are kept with their original LSNs and order; records above `L`
+//!   are never touched, so appends continue in the active segment (online).
+//! * The decision is planned with one scan of the sealed range into a bitmap
+//!   of dropped LSNs before the log rewrites anything; the log's MANIFEST
+//!   rename is the single commit point (see `log/compaction.rs`).
+//!
+//! Pre-compaction snapshots must not be folded with the compacted log (they
+//! would resurrect retired agents): a snapshot taken at LSN `S` is only valid
+//! with the generation it was taken in (`LogStats::generation`); after a
+//! compaction the Store should take a fresh one.
+
+pub mod fleet;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::log::record::record_size;
+use crate::log::{Log, LogView, Lsn};
+use crate::registry::agents::FxBuild;
+use crate::registry::codec::{self, DecodeError};
+use crate::registry::{Event, RetentionPolicy, SessionKey, State};
+use crate::time::Timestamp;
+
+pub use fleet::{simulate_steady_fleet, DiskPoint, FleetParams};
+
+/// What a compaction keeps and whether it writes anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CompactOptions {
+    pub policy: RetentionPolicy,
+    /// Keep every heartbeat instead of collapsing runs to first + last.
+    pub keep_all_heartbeats: bool,
+    /// Plan only: report what would be dropped, change nothing.
+    pub dry_run: bool,
+}
+
+/// What a compaction did (or, for a dry run, would do). Serialized as JSON
+/// by the CLI (`agentlog compact --json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionReport {
+    pub dry_run: bool,
+    /// The "now" retention was judged at (ms since the epoch).
+    pub now: Timestamp,
+    /// Records with LSN <= this were considered.
+    pub upto_lsn: Lsn,
+    pub generation_before: u64,
+    /// The generation current afterwards (unchanged by a dry run or no-op).
+    pub generation: u64,
+    /// Used bytes of the whole log before / after (after = estimated for a dry run).
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub records_scanned: u64,
+    pub events_kept: u64,
+    pub events_dropped: u64,
+    /// Record bytes (headers included) of the dropped events.
+    pub bytes_dropped: u64,
+    pub heartbeats_collapsed: u64,
+    pub agents_retired: Vec<String>,
+    pub messages_dropped: u64,
+    pub sessions_dropped: u64,
+    pub duration_ms: u64,
+}
+
+/// The result of [`compact`]: the report and the retained state, which equals
+/// the fold of the compacted records `<= report.upto_lsn`.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub report: CompactionReport,
+    pub retained: State,
+}
+
+/// Dropped LSNs of one planned range, one bit per LSN.
+#[derive(Debug, Clone, Default)]
+pub struct DropSet {
+    base: Lsn,
+    bits: Vec<u64>,
+}
+
+impl DropSet {
+    fn new(base: Lsn, upto: Lsn) -> Self {
+        let n = upto.saturating_sub(base) + 1;
+        DropSet {
+            base,
+            bits: vec![0; n.div_ceil(64) as usize],
+        }
+    }
+    fn insert(&mut self, lsn: Lsn) {
+        let i = (lsn - self.base) as usize;
+        self.bits[i / 64] |= 1 << (i % 64);
+    }
+    /// Whether `lsn` is dropped (LSNs outside the planned range never are).
+    pub fn contains(&self, lsn: Lsn) -> bool {
+        if lsn < self.base {
+            return false;
+        }
+        let i = (lsn - self.base) as usize;
+        self.bits
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+}
+
+/// The outcome of the planning scan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub drop: DropSet,
+    pub report: CompactionReport,
+    pub retained: State,
+}
+
+#[derive(Clone, Copy)]
+struct Run {
+    pid: Option<u32>,
+    /// The run's latest heartbeat after its first (0: the run has one heartbeat).
+    last: Lsn,
+    last_bytes: u64,
+}
+
+fn corrupt(log_dir: &std::path::Path, lsn: Lsn, e: DecodeError) -> Error {
+    Error::Corrupt {
+        segment: log_dir.to_path_buf(),
+        offset: 0,
+        lsn: Some(lsn),
+        reason: format!("undecodable event: {e}"),
+    }
+}
+
+/// Plans a compaction of the records `<= upto` of `view`, given `state` =
+/// the fold of exactly those records. One scan; heartbeats are judged
+/// without allocating.
+pub fn plan(
+    view: &LogView,
+    dir: &std::path::Path,
+    state: &State,
+    upto: Lsn,
+    now: Timestamp,
+    opts: &CompactOptions,
+) -> Result<Plan> {
+    let mut retained = state.clone();
+    let ret = retained.retain(now, &opts.policy);
+    let kept = retained.kept();
+    let mut report = CompactionReport {
+        dry_run: opts.dry_run,
+        now,
+        upto_lsn: upto,
+        bytes_before: view.bytes(),
+        agents_retired: ret.retired_agents.iter().cloned().collect(),
+        ..Default::default()
+    };
+    let first = match view.iter().next() {
+        Some(r) => r?.lsn,
+        None => upto + 1,
+    };
+    let mut drop = DropSet::new(first, upto.max(first));
+    let mut runs: HashMap<String, Run, FxBuild> = HashMap::default();
+    let mut posts_dropped = 0u64;
+    let mut sessions_dropped = std::collections::BTreeSet::<SessionKey>::new();
+    for r in view.iter() {
+        let r = r?;
+        if r.lsn > upto {
+            break;
+        }
+        report.records_scanned += 1;
+        let size = record_size(r.payload.len()) as u64;
+        let dropped = |drop: &mut DropSet, report: &mut CompactionReport, lsn| {
+            drop.insert(lsn);
+            report.events_dropped += 1;
+            report.bytes_dropped += size;
+        };
+        if let Some(hb) = codec::decode_heartbeat(r.payload).map_err(|e| corrupt(dir, r.lsn, e))? {
+            if !kept.agents.contains(hb.agent) {
+                dropped(&mut drop, &mut report, r.lsn);
+                continue;
+            }
+            if opts.keep_all_heartbeats {
+                continue;
+            }
+            match runs.get_mut(hb.agent) {
+                Some(run) if run.pid == hb.pid => {
+                    if run.last != 0 {
+                        // The previous "last" is now a middle heartbeat.
+                        drop.insert(run.last);
+                        report.events_dropped += 1;
+                        report.bytes_dropped += run.last_bytes;
+                        report.heartbeats_collapsed += 1;
+                    }
+                    run.last = r.lsn;
+                    run.last_bytes = size;
+                }
+                Some(run) => {
+                    *run = Run {
+                        pid: hb.pid,
+                        last: 0,
+                        last_bytes: 0,
+                    }
+                }
+                None => {
+                    runs.insert(
+                        hb.agent.to_string(),
+                        Run {
+                            pid: hb.pid,
+                            last: 0,
+                            last_bytes: 0,
+                        },
+                    );
+                }
+            }
+            continue;
+        }
+        let ev: Event = codec::decode(r.payload).map_err(|e| corrupt(dir, r.lsn, e))?;
+        if let Some(a) = ev.kind.subject_agent() {
+            runs.remove(a);
+        }
+        if !kept.keeps(r.lsn, &ev) {
+            dropped(&mut drop, &mut report, r.lsn);
+            match &ev.kind {
+                crate::registry::EventKind::MessagePosted(_) => posts_dropped += 1,
+                k => {
+                    if let Some(key) = k.session() {
+                        sessions_dropped.insert(key.clone());
+                    }
+                }
+            }
+        }
+    }
+    report.events_kept = report.records_scanned - report.events_dropped;
+    report.messages_dropped = posts_dropped;
+    report.sessions_dropped = sessions_dropped.len() as u64;
+    report.bytes_after = report.bytes_before.saturating_sub(report.bytes_dropped);
+    Ok(Plan {
+        drop,
+        report,
+        retained,
+    })
+}
+
+/// Compacts the sealed records `<= state_lsn`, where `state` is the fold of
+/// exactly the records `<= state_lsn` (a Store takes it under its lock right
+/// after [`Log::seal_active`]). Appends may continue meanwhile; records above
+/// `state_lsn` are untouched. Returns the report and the retained state
+/// (= fold of the compacted records `<= state_lsn`; fold the tail onto it
+/// with [`catch_up`] to get the fold of the whole compacted log).
+pub fn compact(
+    log: &Log,
+    state: &State,
+    state_lsn: Lsn,
+    now: Timestamp,
+    opts: &CompactOptions,
+) -> Result<Compaction> {
+    let started = Instant::now();
+    let stats = log.stats();
+    let view = log.view();
+    if !opts.dry_run && log.sealed_end_lsn() <= state_lsn {
+        return Err(Error::InvalidArgument(format!(
+            "cannot compact up to lsn {state_lsn}: the log is sealed only below lsn {} (call seal_active first)",
+            log.sealed_end_lsn()
+        )));
+    }
+    let Plan {
+        drop: dropset,
+        mut report,
+        retained,
+    } = plan(&view, log.dir(), state, state_lsn, now, opts)?;
+    // Old segments stay mapped while a view holds them: let them go.
+    std::mem::drop(view);
+    report.generation_before = stats.generation;
+    report.generation = stats.generation;
+    if !opts.dry_run && report.events_dropped > 0 {
+        let out = log.compact_sealed(state_lsn + 1, &mut |lsn, _| !dropset.contains(lsn))?;
+        if out.compacted_end <= state_lsn {
+            // No segment boundary at state_lsn + 1: the records from
+            // compacted_end to state_lsn were kept whole. The log is valid
+            // (a correct partial compaction) but `retained` is not its fold.
+            return Err(Error::InvalidArgument(format!(
+                "compaction planned up to lsn {state_lsn} but the sealed segments end at lsn {}: the state must be taken right after seal_active",
+                out.compacted_end.saturating_sub(1)
+            )));
+        }
+        report.generation = out.generation;
+        report.bytes_after = log.stats().bytes;
+    }
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(Compaction { report, retained })
+}
+
+/// Folds the records `<= upto` of a view into a fresh state.
+pub fn fold_view(
+    view: &LogView,
+    dir: &std::path::Path,
+    upto: Lsn,
+    max_messages: usize,
+) -> Result<State> {
+    let mut s = State::new(max_messages);
+    for r in view.iter() {
+        let r = r?;
+        if r.lsn > upto {
+            break;
+        }
+        s.apply_payload(r.lsn, r.payload)
+            .map_err(|e| corrupt(dir, r.lsn, e))?;
+    }
+    Ok(s)
+}
+
+/// Folds the records `> after` of a view onto `state`; returns the last LSN folded.
+pub fn catch_up(
+    state: &mut State,
+    view: &LogView,
+    dir: &std::path::Path,
+    after: Lsn,
+) -> Result<Lsn> {
+    let mut last = after;
+    for r in view.iter_from(after + 1) {
+        let r = r?;
+        state
+            .apply_payload(r.lsn, r.payload)
+            .map_err(|e| corrupt(dir, r.lsn, e))?;
+        last = r.lsn;
+    }
+    Ok(last)
+}
+
+/// Offline/standalone compaction (no Store): seals the active segment, folds
+/// the sealed log and compacts it. Returns the compaction and the fold of the
+/// whole compacted log at the time of return.
+pub fn compact_log(
+    log: &Log,
+    max_messages: usize,
+    now: Timestamp,
+    opts: &CompactOptions,
+) -> Result<(Compaction, State)> {
+    if !opts.dry_run {
+        log.seal_active()?;
+    }
+    // Read the bound first: every record below it is published, so the view
+    // taken next holds them all (later rotations only move it further).
+    let upto = if opts.dry_run {
+        log.last_lsn().unwrap_or(0)
+    } else {
+        log.sealed_end_lsn().saturating_sub(1)
+    };
+    let view = log.view();
+    let state = fold_view(&view, log.dir(), upto, max_messages)?;
+    let c = compact(log, &state, upto, now, opts)?;
+    let mut full = c.retained.clone();
+    catch_up(&mut full, &log.view(), log.dir(), upto)?;
+    Ok((c, full))
+}
+
+/// When to compact automatically.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutoPolicy {
+    /// Compact once droppable bytes / log bytes reaches this share (default 0.5).
+    pub threshold: f64,
+    /// Never bother below this many log bytes.
+    pub min_bytes: u64,
+    /// Also compact when this many ms passed since the last compaction (if anything is droppable).
+    pub every_ms: Option<i64>,
+}
+
+impl Default for AutoPolicy {
+    fn default() -> Self {
+        AutoPolicy {
+            threshold: 0.5,
+            min_bytes: 1 << 20,
+            every_ms: None,
+        }
+    }
+}
+
+/// Why an automatic compaction is due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    Threshold,
+    Schedule,
+}
+
+impl AutoPolicy {
+    /// Whether to compact now, given an estimate and the time since the last compaction.
+    pub fn due(&self, est: &DropEstimate, since_last_ms: i64) -> Option<Trigger> {
+        if est.total_bytes < self.min_bytes || est.droppable_bytes == 0 {
+            return None;
+        }
+        if est.droppable_bytes as f64 >= self.threshold * est.total_bytes as f64 {
+            return Some(Trigger::Threshold);
+        }
+        match self.every_ms {
+            Some(every) if since_last_ms >= every => Some(Trigger::Schedule),
+            _ => None,
+        }
+    }
+}
+
+/// Estimated droppable share of the log.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DropEstimate {
+    pub total_bytes: u64,
+    pub droppable_bytes: u64,
+}
+
+impl DropEstimate {
+    /// Bytes that would remain after compaction: the live history.
+    pub fn live_bytes(&self) -> u64 {
+        self.total_bytes - self.droppable_bytes
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct AgentBytes {
+    bytes: u64,
+    /// Bytes of middle heartbeats of runs (collapsible).
+    collapsible: u64,
+    run_len: u32,
+    run_pid: Option<u32>,
+    run_last: u64,
+}
+
+/// Counters kept beside the fold so the auto policy can estimate the
+/// droppable share without scanning the log: record bytes per agent (with
+/// the collapsible heartbeat bytes), per message and per session. A
+/// heartbeat costs one hash lookup and no allocation. Read receipts count
+/// towards their reader.
+#[derive(Debug, Clone, Default)]
+pub struct DropEstimator {
+    agents: HashMap<String, AgentBytes, FxBuild>,
+    messages: BTreeMap<Lsn, u64>,
+    sessions: BTreeMap<SessionKey, u64>,
+    other: u64,
+    total: u64,
+}
+
+impl DropEstimator {
+    /// Counts the records of a view (e.g. after open or after a compaction).
+    pub fn from_view(view: &LogView, dir: &std::path::Path) -> Result<Self> {
+        let mut e = DropEstimator::default();
+        for r in view.iter() {
+            let r = r?;
+            e.observe(r.lsn, r.payload)
+                .map_err(|err| corrupt(dir, r.lsn, err))?;
+        }
+        Ok(e)
+    }
+
+    /// Counts one appended record.
+    pub fn observe(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), DecodeError> {
+        let size = record_size(payload.len()) as u64;
+        self.total += size;
+        if let Some(hb) = codec::decode_heartbeat(payload)? {
+            let a = match self.agents.get_mut(hb.agent) {
+                Some(a) => a,
+                None => self.agents.entry(hb.agent.to_string()).or_default(),
+            };
+            a.bytes += size;
+            if a.run_len > 0 && a.run_pid == hb.pid {
+                if a.run_len >= 2 {
+                    a.collapsible += a.run_last;
+                }
+                a.run_len += 1;
+            } else {
+                a.run_len = 1;
+                a.run_pid = hb.pid;
+            }
+            a.run_last = size;
+            return Ok(());
+        }
+        let ev = codec::decode(payload)?;
+        self.observe_event(lsn, &ev, size);
+        Ok(())
+    }
+
+    fn observe_event(&mut self, lsn: Lsn, ev: &Event, size: u64) {
+        use crate::registry::EventKind;
+        match &ev.kind {
+            EventKind::MessagePosted(m) => {
+                self.messages.insert(lsn, size);
+                // A post ends its sender's heartbeat run, as in `plan`.
+                if let Some(a) = self.agents.get_mut(m.from.as_str()) {
+                    a.run_len = 0;
+                }
+            }
+            k if k.session().is_some() => {
+                let key = k.session().expect("session event");
+                match self.sessions.get_mut(key) {
+                    Some(b) => *b += size,
+                    None => {
+                        self.sessions.insert(key.clone(), size);
+                    }
+                }
+            }
+            k => match k.subject_agent() {
+                Some(name) => {
+                    let a = self.agents.entry(name.to_string()).or_default();
+                    a.bytes += size;
+                    a.run_len = 0;
+                }
+                None => self.other += size,
+            },
+        }
+    }
+
+    /// Estimates the droppable bytes at `now` for `state` (the current fold).
+    pub fn estimate(&self, state: &State, now: Timestamp, opts: &CompactOptions) -> DropEstimate {
+        let ret = crate::registry::retention(state, now, &opts.policy);
+        let mut drop = 0u64;
+        for (name, a) in &self.agents {
+            if !state.agents().contains(name) || ret.retired_agents.contains(name) {
+                drop += a.bytes;
+            } else if !opts.keep_all_heartbeats {
+                drop += a.collapsible;
+            }
+        }
+        for (id, b) in &self.messages {
+            if state.message(*id).is_none() || ret.expired_messages.contains(id) {
+                drop += b;
+            }
+        }
+        for (k, b) in &self.sessions {
+            if !state.sessions().contains_key(k) || ret.timed_out_sessions.contains(k) {
+                drop += b;
+            }
+        }
+        DropEstimate {
+            total_bytes: self.total,
+            droppable_bytes: drop.min(self.total),
+        }
+    }
+}
