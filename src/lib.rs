@@ -5,6 +5,7 @@
 //! snapshots make reopening cheap and publish schema-v4 `registry.json`;
 //! compaction drops what retention no longer needs.
 
+pub mod bench;
 pub mod compact;
 pub mod error;
 pub mod export;

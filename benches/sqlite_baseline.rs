@@ -1,0 +1,195 @@
+//! Heartbeats side by side: SQLite in WAL mode (one prepared
+//! `UPDATE agents SET last_active=? WHERE name=?` per heartbeat on a table of
+//! 1,000 agents) against agentlog, in the same process run.
+//!
+//! Pairs (the ratio of each pair is printed at the end, from this run):
+//! - `sqlite_wal_normal/1`  vs `store_lazy/1`     (lazy heartbeats)
+//! - `sqlite_wal_full/1`    vs `store_durable/1`  (durable heartbeats)
+//! - `sqlite_wal_full/64`   vs `store_durable/64` (a connection per thread,
+//!   busy_timeout; group commit on the agentlog side)
+//!
+//! The agentlog side is `Store::heartbeat` (validated, logged, folded; via
+//! `StoreTarget`), and the same three runs as raw log appends of a 40-byte
+//! heartbeat record (`raw-log_*`, the log engine's share). Rates are
+//! aggregated over every `iter_custom` call (warm-up included) as counted
+//! heartbeats / measured time.
+//!
+//! cargo bench --bench sqlite_baseline
+
+use agentlog::bench::baseline::agent_name;
+use agentlog::bench::heartbeats::HeartbeatTarget;
+use agentlog::bench::targets::{RawLogTarget, StoreTarget};
+use agentlog::time::Timestamp;
+use criterion::{BenchmarkId, Criterion, Throughput};
+use rusqlite::{params, Connection};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const AGENTS: usize = 1_000;
+
+/// (heartbeats, time) per benchmark, accumulated over all its runs.
+static TALLY: Mutex<BTreeMap<String, (u64, Duration)>> = Mutex::new(BTreeMap::new());
+
+fn tally(name: &str, ops: u64, took: Duration) {
+    let mut t = TALLY.lock().unwrap();
+    let e = t.entry(name.to_string()).or_insert((0, Duration::ZERO));
+    e.0 += ops;
+    e.1 += took;
+}
+
+fn sqlite_open(path: &Path, synchronous: &str) -> Connection {
+    let c = Connection::open(path).expect("open sqlite");
+    c.busy_timeout(Duration::from_secs(30))
+        .expect("busy_timeout");
+    let mode: String = c
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .expect("WAL");
+    assert_eq!(mode, "wal");
+    c.execute_batch(&format!("PRAGMA synchronous={synchronous};"))
+        .expect("synchronous");
+    c
+}
+
+fn sqlite_create(path: &Path) {
+    let mut c = sqlite_open(path, "NORMAL");
+    c.execute_batch(
+        "CREATE TABLE agents (name TEXT PRIMARY KEY, provider TEXT NOT NULL, cwd TEXT NOT NULL,
+         status TEXT NOT NULL, pid INTEGER, last_active INTEGER NOT NULL);",
+    )
+    .expect("create table");
+    let tx = c.transaction().expect("tx");
+    {
+        let mut ins = tx
+            .prepare("INSERT INTO agents VALUES (?1, 'claude', '/home/dev/proj', 'live', ?2, ?3)")
+            .expect("prepare insert");
+        let now = Timestamp::now().as_millis();
+        for i in 0..AGENTS {
+            ins.execute(params![agent_name(i), 10_000 + i as i64, now])
+                .expect("insert");
+        }
+    }
+    tx.commit().expect("commit");
+}
+
+const UPDATE: &str = "UPDATE agents SET last_active = ?1 WHERE name = ?2";
+
+/// `per` heartbeats round-robin from `start` on one connection.
+fn sqlite_heartbeats(c: &Connection, names: &[String], start: usize, per: u64) {
+    let mut stmt = c.prepare_cached(UPDATE).expect("prepare update");
+    let mut i = start;
+    for _ in 0..per {
+        let n = stmt
+            .execute(params![Timestamp::now().as_millis(), names[i]])
+            .expect("update");
+        debug_assert_eq!(n, 1);
+        i = (i + 1) % names.len();
+    }
+}
+
+fn bench_sqlite(c: &mut Criterion, dir: &Path, names: &[String]) {
+    let mut g = c.benchmark_group("sqlite_wal");
+    g.throughput(Throughput::Elements(1));
+    for (sync, threads) in [("NORMAL", 1usize), ("FULL", 1), ("FULL", 64)] {
+        let path = dir.join(format!("agents-{sync}-{threads}.db"));
+        sqlite_create(&path);
+        let mut conns: Vec<Connection> = (0..threads).map(|_| sqlite_open(&path, sync)).collect();
+        let name = format!("sqlite_wal_{}/{threads}", sync.to_lowercase());
+        g.bench_function(BenchmarkId::new(sync.to_lowercase(), threads), |b| {
+            b.iter_custom(|iters| {
+                let per = iters.div_ceil(threads as u64);
+                let t0 = Instant::now();
+                std::thread::scope(|s| {
+                    for (k, conn) in conns.iter_mut().enumerate() {
+                        // `&mut` moves into the thread: a Connection is Send, not Sync.
+                        s.spawn(move || sqlite_heartbeats(conn, names, k * AGENTS / threads, per));
+                    }
+                });
+                let took = t0.elapsed();
+                tally(&name, per * threads as u64, took);
+                took.mul_f64(iters as f64 / (per * threads as u64) as f64)
+            })
+        });
+    }
+    g.finish();
+}
+
+fn bench_agentlog(c: &mut Criterion, dir: &Path, target: &str) {
+    let mut g = c.benchmark_group(format!("agentlog_{target}"));
+    g.throughput(Throughput::Elements(1));
+    for (durable, threads) in [(false, 1usize), (true, 1), (true, 64)] {
+        let kind = if durable { "durable" } else { "lazy" };
+        let at = dir.join(format!("{target}-{kind}-{threads}"));
+        let mut t: Box<dyn HeartbeatTarget> = match target {
+            "store" => Box::new(StoreTarget::open(&at, durable).expect("open store")),
+            _ => Box::new(RawLogTarget::open(&at, durable).expect("open log")),
+        };
+        t.register_all(AGENTS).expect("register");
+        let t = &*t;
+        let name = format!("{target}_{kind}/{threads}");
+        g.bench_function(BenchmarkId::new(kind, threads), |b| {
+            b.iter_custom(|iters| {
+                let per = iters.div_ceil(threads as u64);
+                let t0 = Instant::now();
+                std::thread::scope(|s| {
+                    for w in 0..threads {
+                        s.spawn(move || {
+                            let mut i = w * AGENTS / threads;
+                            for _ in 0..per {
+                                t.heartbeat(i, w).expect("heartbeat");
+                                i = if i + 1 == AGENTS { 0 } else { i + 1 };
+                            }
+                        });
+                    }
+                });
+                let took = t0.elapsed();
+                tally(&name, per * threads as u64, took);
+                took.mul_f64(iters as f64 / (per * threads as u64) as f64)
+            })
+        });
+    }
+    g.finish();
+}
+
+fn rate(t: &BTreeMap<String, (u64, Duration)>, k: &str) -> Option<f64> {
+    t.get(k)
+        .filter(|(n, d)| *n > 0 && !d.is_zero())
+        .map(|(n, d)| *n as f64 / d.as_secs_f64())
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let names: Vec<String> = (0..AGENTS).map(agent_name).collect();
+    bench_sqlite(&mut c, dir.path(), &names);
+    bench_agentlog(&mut c, dir.path(), "store");
+    bench_agentlog(&mut c, dir.path(), "raw-log");
+    c.final_summary();
+
+    let t = TALLY.lock().unwrap();
+    println!("\nheartbeats/s over all runs of each bench (this process, {AGENTS} agents):");
+    for (k, (n, d)) in t.iter() {
+        println!(
+            "  {k:<24} {:>14.0} /s   ({n} heartbeats in {:.3} s)",
+            *n as f64 / d.as_secs_f64(),
+            d.as_secs_f64()
+        );
+    }
+    for (a, b) in [
+        ("store_lazy/1", "sqlite_wal_normal/1"),
+        ("store_durable/1", "sqlite_wal_full/1"),
+        ("store_durable/64", "sqlite_wal_full/64"),
+        ("raw-log_lazy/1", "sqlite_wal_normal/1"),
+        ("raw-log_durable/1", "sqlite_wal_full/1"),
+        ("raw-log_durable/64", "sqlite_wal_full/64"),
+    ] {
+        if let (Some(x), Some(y)) = (rate(&t, a), rate(&t, b)) {
+            println!("  ratio {a} / {b} = {:.1}x", x / y);
+        }
+    }
+}

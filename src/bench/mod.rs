@@ -1,0 +1,82 @@
+//! The benchmark harness library (issue 7): what `agentlog bench …` runs.
+//!
+//! Every figure this module reports was measured in the same process run that
+//! reports it: rates are computed from counted events and a measured elapsed
+//! time, latencies from a [`latency::Histogram`] fed one sample per
+//! acknowledged event, ratios from two such rates. A phase that measured
+//! nothing (zero events, zero elapsed time) is an error, never a made-up rate.
+//!
+//! - [`machine`]: what the figures were measured on (cores, kernel, CPU,
+//!   memory, filesystem and disk of the data directory).
+//! - [`latency`]: a fixed-size log-linear histogram (O(1), allocation-free
+//!   `record`).
+//! - [`rss`]: peak resident set size per phase.
+//! - [`baseline`]: the whole-file `registry.json` rewrite the replaced systems
+//!   do per heartbeat.
+//! - [`heartbeats`]: the heartbeat workload over any [`heartbeats::HeartbeatTarget`].
+//! - [`reports`]: the report shapes of `bench replay | open | export | compact`.
+//! - [`scaling`]: the agents × writers sweep, its CSV and SVG plot.
+//! - [`targets`]: the agentlog side of the workload (registry `Store`
+//!   commands by default; raw log appends for the log-only figure).
+
+pub mod baseline;
+pub mod heartbeats;
+pub mod latency;
+pub mod machine;
+pub mod reports;
+pub mod rss;
+pub mod scaling;
+pub mod targets;
+
+use std::path::PathBuf;
+
+/// What went wrong while benchmarking, naming the file or phase involved.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{what} `{path}`: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot parse `{path}` (row-level JSON error at line {line}, column {column}): {message}"
+    )]
+    Json {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("unexpected content in `{path}`: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error("benchmark phase `{phase}` measured nothing ({detail}); refusing to report a rate")]
+    NothingMeasured { phase: String, detail: String },
+    #[error("invalid benchmark configuration: {0}")]
+    Config(String),
+    #[error("benchmark target `{target}` failed on agent #{agent}: {message}")]
+    Target {
+        target: &'static str,
+        agent: usize,
+        message: String,
+    },
+    #[error("agentlog under benchmark failed: {0}")]
+    Engine(#[from] crate::error::Error),
+    #[error("agentlog store under benchmark failed: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("a benchmark writer thread panicked: {0}")]
+    WriterPanicked(String),
+}
+
+pub type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+impl BenchError {
+    pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BenchError::Io {
+            what,
+            path: path.into(),
+            source,
+        }
+    }
+}
