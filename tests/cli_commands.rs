@@ -413,3 +413,62 @@ fn a_second_writer_is_refused_naming_the_holder() {
     drop(store);
     env.ok(&["heartbeat", "alice"]);
 }
+
+#[test]
+fn compact_dry_run_then_compact_retires_beyond_the_newest_finished() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    // 40 finished agents and one live one, brought in by an import.
+    let mut rows: Vec<serde_json::Value> = (0..40)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("done-{i:02}"), "provider": "claude", "cwd": "/r",
+                "log_path": null, "created_at": format!("2026-11-30T10:{i:02}:00Z"),
+                "status": "exited",
+            })
+        })
+        .collect();
+    rows.push(serde_json::json!({
+        "name": "alive", "provider": "codex", "cwd": "/r", "log_path": null,
+        "created_at": "2026-11-30T10:00:00Z", "status": "live",
+    }));
+    let file = env.path("fleet.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&serde_json::json!({"schema_version": 4, "agents": rows})).unwrap(),
+    )
+    .unwrap();
+    let doc = env.json(&["import", file.to_str().unwrap(), "--at", &at("11:00:00")]);
+    assert_eq!(doc["agents"].as_array().unwrap().len(), 41);
+    env.ok(&["heartbeat", "alive", "--at", &at("11:30:00")]);
+    env.ok(&["snapshot"]);
+
+    let dry = env.json(&["compact", "--dry-run", "--now", &at("12:00:00")]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["agents_retired"].as_array().unwrap().len(), 8, "{dry}");
+    assert_eq!(
+        env.json(&["list", "--all"])["agents"]
+            .as_array()
+            .unwrap()
+            .len(),
+        41
+    );
+
+    let text = env.ok(&["compact", "--now", &at("12:00:00")]);
+    assert!(text.contains("agents retired: 8"), "{text}");
+    assert!(text.contains("generation 0 → 1"), "{text}");
+    let listed = env.json(&["list", "--all"]);
+    assert_eq!(listed["agents"].as_array().unwrap().len(), 33);
+    let st = env.json(&["stats"]);
+    assert_eq!(st["generation"], 1);
+    // The pre-compaction snapshot is gone; the fresh one covers the last LSN.
+    let snaps = st["snapshots"].as_array().unwrap();
+    assert_eq!(snaps.len(), 1);
+    assert_eq!(snaps[0]["lsn"], st["last_lsn"]);
+    assert_eq!(env.json(&["verify"])["clean"], true);
+    // Writes continue after a compaction.
+    env.ok(&["heartbeat", "alive", "--at", &at("12:01:00")]);
+    // A retired agent's history is gone with it.
+    let retired = dry["agents_retired"][0].as_str().unwrap();
+    env.run(&["audit", retired]).fails(1, "not found");
+}

@@ -78,8 +78,12 @@ pub enum Command {
     Export(Export),
     /// Import a registry.json (schema 1 to 4)
     Import(Import),
+    /// Drop retired agents and expired messages from sealed segments
+    Compact(Compact),
     /// Events, agents by status, messages, segments, bytes, LSN range
     Stats,
+    /// Run a simulated fleet end to end and show the result
+    Demo(Demo),
 }
 
 #[derive(Debug, Args)]
@@ -315,6 +319,29 @@ pub struct Import {
     pub file: PathBuf,
     #[command(flatten)]
     pub at: At,
+}
+
+#[derive(Debug, Args)]
+pub struct Compact {
+    /// Retention's "now" (RFC 3339 UTC) [default: now]
+    #[arg(long, value_name = "TIME", value_parser = time)]
+    pub now: Option<Timestamp>,
+    /// Report what would be dropped; change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Demo {
+    /// Agent names in the simulated fleet (each may live several lives)
+    #[arg(long, default_value_t = 300)]
+    pub agents: u32,
+    /// Simulated hours of fleet activity
+    #[arg(long, default_value_t = 6)]
+    pub hours: u32,
+    /// Seed of the simulation (same seed, same history)
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
 }
 
 #[cfg(test)]

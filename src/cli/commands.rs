@@ -5,6 +5,7 @@
 use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{view, Usage};
+use agentlog::compact::CompactionReport;
 use agentlog::ops::{self, Flow, Point};
 use agentlog::registry::{
     FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
@@ -62,6 +63,11 @@ impl ops::Progress for Bar {
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let ui = Ui { json: cli.json };
+    if let Command::Demo(a) = cli.command {
+        // The demo writes a fresh store: a temporary one unless a directory
+        // is given explicitly; never the default ~/.agentlog.
+        return super::demo::run(&ui, cli.dir, a);
+    }
     let dir = store_dir(cli.dir)?;
     let mut out = std::io::stdout().lock();
     let w = &mut out;
@@ -91,6 +97,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Export(a) => export(w, &ui, dir, a)?,
         Command::Import(a) => import(w, &ui, dir, a)?,
         Command::Stats => stats(w, &ui, dir)?,
+        Command::Compact(a) => compact(w, &ui, dir, a)?,
+        Command::Demo(_) => unreachable!("handled above"),
         Command::List(a) => list(w, &ui, dir, a)?,
         Command::Replay(a) => replay(w, &ui, dir, a)?,
         Command::Audit(a) => audit(w, &ui, dir, a)?,
@@ -102,7 +110,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     Ok(code)
 }
 
-type W<'a> = std::io::StdoutLock<'a>;
+pub(super) type W<'a> = std::io::StdoutLock<'a>;
 
 /// Opens the store (taking the writer lock), runs `f`, and closes it
 /// (syncing what `f` appended).
@@ -717,7 +725,7 @@ pub(super) fn print_stats(w: &mut W, dir: &Path, st: &ops::stats::Stats) -> Resu
     Ok(())
 }
 
-fn human_bytes(n: u64) -> String {
+pub(super) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -730,4 +738,67 @@ fn human_bytes(n: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
+}
+
+fn compact(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Compact) -> Result<ExitCode> {
+    let rep = ops::compact(&dir, a.now, a.dry_run)?;
+    if ui.json {
+        let mut doc = serde_json::to_value(&rep)?;
+        doc["now"] = view::time(rep.now);
+        output::json(w, &doc)?;
+    } else {
+        print_compaction(w, &rep)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn print_compaction(w: &mut W, rep: &CompactionReport) -> Result<()> {
+    let verb = if rep.dry_run { "would drop" } else { "dropped" };
+    writeln!(
+        w,
+        "compaction at {} over lsn ..={}{}",
+        rep.now,
+        rep.upto_lsn,
+        if rep.dry_run {
+            " (dry run: nothing changed)"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        w,
+        "  events: {} scanned, {} kept, {verb} {} ({} heartbeats collapsed)",
+        rep.records_scanned, rep.events_kept, rep.events_dropped, rep.heartbeats_collapsed
+    )?;
+    writeln!(
+        w,
+        "  bytes: {} before, {} after{}",
+        human_bytes(rep.bytes_before),
+        human_bytes(rep.bytes_after),
+        if rep.dry_run { " (estimated)" } else { "" }
+    )?;
+    writeln!(
+        w,
+        "  agents retired: {}; messages {verb}: {}; sessions {verb}: {}",
+        rep.agents_retired.len(),
+        rep.messages_dropped,
+        rep.sessions_dropped
+    )?;
+    if !rep.agents_retired.is_empty() {
+        let mut names: Vec<&str> = rep.agents_retired.iter().map(String::as_str).collect();
+        let more = names.len().saturating_sub(8);
+        names.truncate(8);
+        let tail = if more > 0 {
+            format!(" … and {more} more")
+        } else {
+            String::new()
+        };
+        writeln!(w, "  retired: {}{tail}", names.join(", "))?;
+    }
+    writeln!(
+        w,
+        "  generation {} → {}, {} ms",
+        rep.generation_before, rep.generation, rep.duration_ms
+    )?;
+    Ok(())
 }

@@ -5,6 +5,7 @@
 
 pub mod args;
 mod commands;
+mod demo;
 pub mod output;
 mod view;
 

@@ -89,7 +89,11 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
             }
         }
         EventKind::MessagesRead { reader, ids } => {
-            let list: Vec<String> = ids.iter().map(|i| format!("#{i}")).collect();
+            // A long receipt names its first few ids (`log --json` has all).
+            let mut list: Vec<String> = ids.iter().take(4).map(|i| format!("#{i}")).collect();
+            if ids.len() > 4 {
+                list.push("…".to_string());
+            }
             format!(
                 "`{reader}` read {} message(s) {}",
                 ids.len(),

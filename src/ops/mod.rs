@@ -13,6 +13,7 @@
 //! directory, the LSN or the agent at fault.
 
 pub mod audit;
+pub mod demo;
 pub mod describe;
 pub mod stats;
 
@@ -430,4 +431,40 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
         }
     }
     Ok(log::salvage(&log_dir(dir), &log_dir(out))?)
+}
+
+/// Compacts the store at `dir` (SPEC §4) judging retention at `now`
+/// (default: the clock); a dry run reports what would be dropped and changes
+/// nothing. Takes the writer lock.
+///
+/// Snapshots taken before a compaction would resurrect retired agents if
+/// folded with the compacted log, so they are deleted before the log is
+/// rewritten (a crash in between leaves no snapshot: the next open refolds),
+/// and a fresh snapshot of the compacted state is written afterwards.
+pub fn compact(
+    dir: &Path,
+    now: Option<Timestamp>,
+    dry_run: bool,
+) -> Result<crate::compact::CompactionReport> {
+    require_store(dir)?;
+    let opts = StoreOptions::default();
+    let (log, _) = log::Log::open(&log_dir(dir), opts.log.clone())?;
+    let copts = crate::compact::CompactOptions {
+        dry_run,
+        ..Default::default()
+    };
+    if !dry_run {
+        for s in crate::snapshot::list(&snapshot_dir(dir))? {
+            std::fs::remove_file(&s.path).map_err(|e| crate::Error::io(&s.path, e))?;
+        }
+    }
+    let now = now.unwrap_or_else(Timestamp::now);
+    let (c, full) = crate::compact::compact_log(&log, opts.max_messages, now, &copts)?;
+    if !dry_run {
+        if let Some(last) = log.last_lsn() {
+            crate::snapshot::write(&snapshot_dir(dir), last, &full, SNAPSHOTS_KEPT)?;
+        }
+    }
+    log.close()?;
+    Ok(c.report)
 }
