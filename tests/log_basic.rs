@@ -220,3 +220,11 @@ fn views_taken_during_appends_are_consistent_prefixes() {
     writer.join().unwrap();
     assert!(checks > 0);
 }
+
+#[test]
+fn handles_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Log>();
+    check::<agentlog::log::LogView>();
+    check::<agentlog::log::LogReader>();
+}

@@ -11,6 +11,10 @@
 //! * sealed segments are fully synced and trimmed before the next segment is
 //!   installed, so only the newest segment can hold a torn tail;
 //! * recovery cuts a torn tail (saving it to `.broken`) but refuses corruption.
+//!
+//! Lock order: `gen` (compaction) → `segs`; `writer` → `segs`; `writer` →
+//! `sync` (briefly, at rotation). The group-commit leader takes `writer`
+//! only while holding no other lock, so waiting on `sync` never blocks appends.
 
 #[doc(hidden)]
 pub mod bound;
@@ -18,6 +22,7 @@ mod compaction;
 mod lock;
 mod manifest;
 mod mmap;
+mod open;
 mod reader;
 pub mod record;
 mod recovery;
@@ -39,8 +44,9 @@ pub use reader::LogReader;
 pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
 pub use view::{LogIter, LogView, RecordRef};
 
+pub(crate) use open::list_live;
+
 use crate::error::{Error, Result};
-use manifest::Manifest;
 use record::{encode_header, hasher_for, record_size, CONT, MAX_PAYLOAD, REC_HDR};
 use segment::{Prepared, Segment, SEG_HDR};
 
@@ -237,7 +243,7 @@ impl Log {
         check_options(&opts)?;
         fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let lockf = lock::acquire(dir, opts.lock_timeout)?;
-        let opened = recovery_open(dir, &opts)?;
+        let opened = open::recovery_open(dir, &opts)?;
         let budget = opts
             .faults
             .disk_budget
@@ -647,277 +653,4 @@ impl Inner {
         }
         Ok(last)
     }
-}
-
-/// What recovery hands to `Log::open`.
-struct Opened {
-    manifest: Manifest,
-    segs: Vec<Arc<Segment>>,
-    active: Arc<Segment>,
-    next_lsn: Lsn,
-    next_segment_id: u64,
-    report: RecoveryReport,
-}
-
-fn corrupt(seg: &Path, offset: usize, lsn: Option<Lsn>, reason: impl Into<String>) -> Error {
-    Error::Corrupt {
-        segment: seg.to_path_buf(),
-        offset: offset as u64,
-        lsn,
-        reason: reason.into(),
-    }
-}
-
-/// Delete leftovers, scan every live segment, cut a torn tail, prepare the active segment.
-fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
-    let manifest = Manifest::load(dir)?;
-    let mut report = RecoveryReport {
-        generation: manifest.generation,
-        ..Default::default()
-    };
-    let live = list_live(dir, &manifest, Some(&mut report.removed))?;
-    if !report.removed.is_empty() {
-        segment::sync_dir(dir)?;
-        for p in &report.removed {
-            tracing::info!(path = %p.display(), "removed leftover of an interrupted compaction or rotation");
-        }
-    }
-    let mut segs: Vec<Segment> = Vec::with_capacity(live.gen.len() + live.main.len());
-    let mut max_id = 0;
-    let mut prev_last: Lsn = 0;
-    for p in &live.gen {
-        let s = Segment::open(p, false)?;
-        if !s.hdr.compacted() {
-            return Err(corrupt(
-                p,
-                0,
-                None,
-                "segment in a generation directory is not marked compacted",
-            ));
-        }
-        let sc = recovery::scan(s.map.bytes(s.map.len()), &s.hdr, prev_last);
-        if let Some(pr) = sc.problem {
-            return Err(corrupt(p, pr.offset, pr.lsn, pr.reason));
-        }
-        if let Some(l) = sc.last_lsn {
-            if l >= manifest.compacted_end && manifest.generation > 0 {
-                return Err(corrupt(
-                    p,
-                    0,
-                    Some(l),
-                    "compacted segment holds an LSN past the compacted end",
-                ));
-            }
-            prev_last = l;
-        }
-        s.end.store(sc.end, Ordering::Release);
-        report.records += sc.records;
-        report.first_lsn = report.first_lsn.or(sc.first_lsn);
-        max_id = max_id.max(s.hdr.segment_id);
-        segs.push(s);
-    }
-    let mut expected = manifest.compacted_end.max(1);
-    let n_main = live.main.len();
-    for (i, p) in live.main.iter().enumerate() {
-        let newest = i + 1 == n_main;
-        let mut s = Segment::open(p, newest)?;
-        if newest && (s.map.len() as u64) < opts.segment_size {
-            // Trimmed when sealed (crash before the next segment was installed)
-            // or cut short: grow it back first; the new bytes are zeros.
-            s = s.extend_to(opts.segment_size, opts.zero_fill)?;
-        }
-        if s.hdr.compacted() {
-            return Err(corrupt(
-                p,
-                0,
-                None,
-                "compacted segment in the main directory",
-            ));
-        }
-        if s.hdr.first_lsn != expected {
-            return Err(corrupt(
-                p,
-                0,
-                Some(s.hdr.first_lsn),
-                match segs.last() {
-                    Some(prev) => format!(
-                        "segment starts at lsn {} but the previous segment {} ends before lsn {expected} (records missing at its end)",
-                        s.hdr.first_lsn,
-                        prev.path.display()
-                    ),
-                    None => format!(
-                        "segment starts at lsn {} but lsn {expected} was expected (missing records)",
-                        s.hdr.first_lsn
-                    ),
-                },
-            ));
-        }
-        let sc = recovery::scan(s.map.bytes(s.map.len()), &s.hdr, expected - 1);
-        if let Some(pr) = sc.problem {
-            let tolerable = newest && pr.torn && opts.recovery == RecoveryMode::TolerateTail;
-            if !tolerable {
-                let mut reason = pr.reason.clone();
-                if newest && pr.torn {
-                    reason.push_str(" (torn tail; refused in Absolute recovery mode)");
-                } else if !newest {
-                    reason.push_str(" (in a sealed segment)");
-                }
-                return Err(corrupt(p, pr.offset, pr.lsn, reason));
-            }
-            report.cut.push(cut_tail(&s, &pr)?);
-        }
-        s.end.store(sc.end, Ordering::Release);
-        s.synced.store(sc.end, Ordering::Release);
-        report.records += sc.records;
-        report.first_lsn = report.first_lsn.or(sc.first_lsn);
-        if let Some(l) = sc.last_lsn {
-            expected = l + 1;
-        }
-        max_id = max_id.max(s.hdr.segment_id);
-        segs.push(s);
-    }
-    let mut next_segment_id = manifest.next_segment_id.max(max_id + 1).max(1);
-    let active = if n_main == 0 {
-        let id = next_segment_id;
-        next_segment_id += 1;
-        segment::prepare(dir, id, opts.segment_size, None, opts.zero_fill)?
-            .install(dir, expected)?
-    } else {
-        let s = segs.pop().expect("newest segment");
-        let end = s.end();
-        // Whatever the previous writer left in the page cache becomes durable now.
-        s.map.flush(0, end).map_err(|e| Error::io(&s.path, e))?;
-        s
-    };
-    let active = Arc::new(active);
-    let mut all: Vec<Arc<Segment>> = segs.into_iter().map(Arc::new).collect();
-    all.push(active.clone());
-    report.segments = all.len();
-    report.last_lsn = (expected > 1).then_some(expected - 1);
-    Ok(Opened {
-        manifest,
-        segs: all,
-        active,
-        next_lsn: expected,
-        next_segment_id,
-        report,
-    })
-}
-
-/// Copy a torn tail to `<segment>.broken[.N]`, zero it, sync.
-fn cut_tail(s: &Segment, pr: &recovery::Problem) -> Result<TailCut> {
-    let mut broken = PathBuf::from(format!("{}.broken", s.path.display()));
-    let mut n = 1;
-    while broken.exists() {
-        broken = PathBuf::from(format!("{}.broken.{n}", s.path.display()));
-        n += 1;
-    }
-    let bytes = &s.map.bytes(s.map.len())[pr.offset..pr.tail_end];
-    fs::write(&broken, bytes)
-        .and_then(|_| fs::File::open(&broken)?.sync_all())
-        .map_err(|e| Error::io(&broken, e))?;
-    s.map.zero(pr.offset, pr.tail_end - pr.offset);
-    s.map
-        .flush(pr.offset, pr.tail_end - pr.offset)
-        .map_err(|e| Error::io(&s.path, e))?;
-    if let Some(dir) = s.path.parent() {
-        segment::sync_dir(dir)?;
-    }
-    tracing::warn!(
-        segment = %s.path.display(),
-        offset = pr.offset,
-        lsn = ?pr.lsn,
-        bytes = pr.tail_end - pr.offset,
-        reason = %pr.reason,
-        broken = %broken.display(),
-        "cut a torn tail"
-    );
-    Ok(TailCut {
-        segment: s.path.clone(),
-        offset: pr.offset as u64,
-        lsn: pr.lsn,
-        bytes: (pr.tail_end - pr.offset) as u64,
-        reason: pr.reason.clone(),
-        broken_copy: broken,
-    })
-}
-
-/// Live segment paths of a log directory.
-pub(crate) struct Live {
-    pub gen: Vec<PathBuf>,
-    pub main: Vec<PathBuf>,
-}
-
-/// List live segments per the MANIFEST. With `removed = Some(..)` (the
-/// writer), delete leftovers and record them; readers pass `None`.
-pub(crate) fn list_live(
-    dir: &Path,
-    m: &Manifest,
-    mut removed: Option<&mut Vec<PathBuf>>,
-) -> Result<Live> {
-    let gdir = manifest::gen_dir(dir, m.generation);
-    let gen: Vec<PathBuf> = if m.generation > 0 {
-        m.segments
-            .iter()
-            .map(|(lsn, _)| gdir.join(segment::file_name(*lsn)))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let mut main: Vec<(Lsn, PathBuf)> = Vec::new();
-    let rd = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    for ent in rd {
-        let ent = ent.map_err(|e| Error::io(dir, e))?;
-        let name = ent.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let path = ent.path();
-        let leftover = if name.ends_with(".tmp") {
-            true
-        } else if let Some(g) = manifest::parse_gen_dir(name) {
-            g != m.generation
-        } else if let Some(lsn) = segment::parse_file_name(name) {
-            if lsn < m.compacted_end {
-                true
-            } else {
-                main.push((lsn, path.clone()));
-                false
-            }
-        } else {
-            false
-        };
-        if leftover {
-            if let Some(r) = removed.as_deref_mut() {
-                let res = if path.is_dir() {
-                    fs::remove_dir_all(&path)
-                } else {
-                    fs::remove_file(&path)
-                };
-                res.map_err(|e| Error::io(&path, e))?;
-                r.push(path);
-            }
-        }
-    }
-    if m.generation > 0 {
-        if let Some(r) = removed {
-            // Files in the current generation directory that the MANIFEST does not list.
-            let rd = fs::read_dir(&gdir).map_err(|e| Error::io(&gdir, e))?;
-            let mut any = false;
-            for ent in rd {
-                let path = ent.map_err(|e| Error::io(&gdir, e))?.path();
-                if !gen.contains(&path) {
-                    fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
-                    r.push(path);
-                    any = true;
-                }
-            }
-            if any {
-                segment::sync_dir(&gdir)?;
-            }
-        }
-    }
-    main.sort();
-    Ok(Live {
-        gen,
-        main: main.into_iter().map(|(_, p)| p).collect(),
-    })
 }
