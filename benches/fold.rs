@@ -67,6 +67,18 @@ fn codec_and_apply(c: &mut Criterion) {
         let mut s = state_with(n);
         let names = names(n);
         let mut i = 0usize;
+        g.bench_function(format!("lookup_round_robin_{n}_agents"), |b| {
+            b.iter(|| {
+                i = (i + 7919) % n;
+                s.agents().position(black_box(&names[i]))
+            })
+        });
+        g.bench_function(format!("name_only_round_robin_{n}_agents"), |b| {
+            b.iter(|| {
+                i = (i + 7919) % n;
+                black_box(names[i].as_bytes()[3])
+            })
+        });
         g.bench_function(format!("apply_heartbeat_round_robin_{n}_agents"), |b| {
             b.iter(|| {
                 i = (i + 7919) % n;
@@ -155,8 +167,18 @@ fn fold_on_open(c: &mut Criterion) {
             .heartbeat(&names[i], Some(1000 + i as u32), Some(t))
             .unwrap();
     }
-    store.close().unwrap();
     g.throughput(Throughput::Elements(events));
+    // The fold alone (records already mapped and recovered).
+    g.bench_function("fold_view_only_2M_events_1k_agents", |b| {
+        b.iter(|| {
+            let mut s = State::default();
+            let last = history::fold_view(&store.view(), &mut s, 0, history::Until::End).unwrap();
+            assert_eq!(last, events);
+            s
+        })
+    });
+    store.close().unwrap();
+    // Log recovery (which checks every record) plus the fold.
     g.bench_function("fold_2M_events_1k_agents", |b| {
         b.iter_batched(
             || (),

@@ -1,12 +1,19 @@
 //! [`AgentMap`]: agents in registration order with a fast by-name index.
 //!
-//! Invariant: `index[name] == position of name in rows`, for every row.
-//! Lookups hash the name with FxHash (names are short, trusted-size keys; no
-//! DoS concern inside one process). Removal is O(n) — rare next to the
+//! Invariants: `index[name] == position of name in rows`, for every row;
+//! `hot[i] == Hot::of(&rows[i])`. `hot` is a dense copy of the fields a
+//! heartbeat reads (pid, status, cause: 12 bytes a row), so validating and
+//! applying a heartbeat reads no `Agent` row — at 100,000 agents the rows do
+//! not fit in cache, the hot array does; the heartbeat only *writes*
+//! `last_active` into the row. Rows are therefore never handed out `&mut`:
+//! changes go through [`AgentMap::update`], which refreshes `hot`.
+//! Lookups hash the name with FxHash plus a finalizer (names are short,
+//! trusted-size keys; no DoS concern inside one process). Removal is O(n) — rare next to the
 //! heartbeats that only look up. Serialized as the ordered list of rows; the
 //! index is rebuilt on load.
 
-use crate::model::Agent;
+use crate::model::{Agent, Status, StatusCause};
+use crate::time::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -49,18 +56,44 @@ impl Hasher for FxHasher {
     fn write_usize(&mut self, i: usize) {
         self.add(i as u64);
     }
+    /// The multiply chain leaves the low bits weak (they depend only on the
+    /// low bits of the input, and names differ in their last bytes), and
+    /// hashbrown picks buckets by the low bits: fold the high bits down
+    /// (murmur3's finalizer step) or lookups degrade into long probes.
     #[inline]
     fn finish(&self) -> u64 {
-        self.hash
+        let mut h = self.hash;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^ (h >> 33)
     }
 }
 
 pub type FxBuild = BuildHasherDefault<FxHasher>;
 
+/// The fields a heartbeat reads, copied densely out of the rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hot {
+    pub pid: Option<u32>,
+    pub status: Status,
+    pub cause: StatusCause,
+}
+
+impl Hot {
+    fn of(a: &Agent) -> Hot {
+        Hot {
+            pid: a.pid,
+            status: a.status,
+            cause: a.status_cause,
+        }
+    }
+}
+
 /// Agents by name, iterated in registration order.
 #[derive(Clone, Default)]
 pub struct AgentMap {
     rows: Vec<Agent>,
+    hot: Vec<Hot>,
     index: HashMap<String, usize, FxBuild>,
 }
 
@@ -78,11 +111,29 @@ impl AgentMap {
     pub fn get(&self, name: &str) -> Option<&Agent> {
         self.index.get(name).map(|&i| &self.rows[i])
     }
-    #[inline]
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut Agent> {
+    /// Changes the agent `name` with `f`; false if there is none.
+    pub fn update(&mut self, name: &str, f: impl FnOnce(&mut Agent)) -> bool {
         match self.index.get(name) {
-            Some(&i) => Some(&mut self.rows[i]),
-            None => None,
+            Some(&i) => {
+                self.update_at(i, f);
+                true
+            }
+            None => false,
+        }
+    }
+    /// Changes the agent at `position` with `f` (no-op if out of range).
+    pub fn update_at(&mut self, position: usize, f: impl FnOnce(&mut Agent)) {
+        if let Some(a) = self.rows.get_mut(position) {
+            f(a);
+            self.hot[position] = Hot::of(a);
+        }
+    }
+    /// Sets `last_active` of the agent at `position` (a heartbeat's only
+    /// write to the row).
+    #[inline]
+    pub fn touch(&mut self, position: usize, at: Timestamp) {
+        if let Some(a) = self.rows.get_mut(position) {
+            a.last_active = at;
         }
     }
     /// Position of `name` in registration order.
@@ -90,27 +141,33 @@ impl AgentMap {
     pub fn position(&self, name: &str) -> Option<usize> {
         self.index.get(name).copied()
     }
-    /// The agent at `position` (from [`AgentMap::position`]).
+    /// The heartbeat fields of the agent at `position`.
     #[inline]
-    pub fn at_mut(&mut self, position: usize) -> Option<&mut Agent> {
-        self.rows.get_mut(position)
+    pub fn hot(&self, position: usize) -> Option<Hot> {
+        self.hot.get(position).copied()
     }
     pub fn contains(&self, name: &str) -> bool {
         self.index.contains_key(name)
     }
     /// Inserts at the end, or replaces in place when the name exists.
     pub fn upsert(&mut self, agent: Agent) {
+        let hot = Hot::of(&agent);
         match self.index.get(agent.name.as_str()) {
-            Some(&i) => self.rows[i] = agent,
+            Some(&i) => {
+                self.rows[i] = agent;
+                self.hot[i] = hot;
+            }
             None => {
                 self.index.insert(agent.name.clone(), self.rows.len());
                 self.rows.push(agent);
+                self.hot.push(hot);
             }
         }
     }
     pub fn remove(&mut self, name: &str) -> Option<Agent> {
         let i = self.index.remove(name)?;
         let a = self.rows.remove(i);
+        self.hot.remove(i);
         for r in &self.rows[i..] {
             if let Some(slot) = self.index.get_mut(r.name.as_str()) {
                 *slot -= 1;
@@ -134,8 +191,10 @@ impl AgentMap {
     }
     fn reindex(&mut self) {
         self.index.clear();
+        self.hot.clear();
         for (i, a) in self.rows.iter().enumerate() {
             self.index.insert(a.name.clone(), i);
+            self.hot.push(Hot::of(a));
         }
     }
 }
@@ -164,6 +223,7 @@ impl<'de> Deserialize<'de> for AgentMap {
         let rows = Vec::<Agent>::deserialize(d)?;
         let mut m = AgentMap {
             rows,
+            hot: Vec::new(),
             index: HashMap::default(),
         };
         m.reindex();
@@ -190,6 +250,22 @@ mod tests {
     use crate::time::Timestamp;
 
     #[test]
+    fn hash_low_bits_spread_for_names_differing_at_the_end() {
+        use std::hash::BuildHasher;
+        let b = FxBuild::default();
+        let mut buckets = std::collections::HashSet::new();
+        for i in 0..4096 {
+            buckets.insert(b.hash_one(format!("agent-{i:06}").as_str()) & 4095);
+        }
+        // A uniform hash fills ~63% of 4096 buckets with 4096 keys.
+        assert!(
+            buckets.len() > 2400,
+            "{} distinct low-12-bit values",
+            buckets.len()
+        );
+    }
+
+    #[test]
     fn order_index_and_removal_stay_consistent() {
         let mut m = AgentMap::new();
         for n in ["a", "b", "c", "d"] {
@@ -204,11 +280,20 @@ mod tests {
         assert_eq!(m.get("d").unwrap().name, "d");
         m.retain(|a| a.name != "a");
         assert_eq!(m.get("c").unwrap().name, "c");
+        assert!(m.update("d", |a| a.status = Status::Busy));
+        assert_eq!(
+            m.hot(m.position("d").unwrap()).unwrap().status,
+            Status::Busy
+        );
+        for (i, a) in m.iter().enumerate() {
+            assert_eq!(m.hot(i), Some(Hot::of(a)));
+        }
         assert_eq!(m.len(), 2);
         let bytes = bincode::serde::encode_to_vec(&m, bincode::config::standard()).unwrap();
         let (back, _): (AgentMap, _) =
             bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.get("d").unwrap().name, "d");
+        assert_eq!(back.hot, m.hot);
     }
 }

@@ -78,7 +78,12 @@ impl State {
                 agent: agent.to_string(),
             });
         };
-        let a = &self.agents.as_slice()[slot];
+        // Only the dense hot fields: no Agent row is read on this path.
+        let Some(a) = self.agents.hot(slot) else {
+            return Err(RegistryError::NotFound {
+                agent: agent.to_string(),
+            });
+        };
         if let (Some(got), Some(registered)) = (pid, a.pid) {
             if got != registered {
                 return Err(RegistryError::PidMismatch {
@@ -88,9 +93,9 @@ impl State {
                 });
             }
         }
-        if a.is_finished() {
+        if a.status.is_finished() {
             let same_pid = a.pid.is_none() || pid == a.pid;
-            if a.status_cause != StatusCause::LeaseExpired || !same_pid {
+            if a.cause != StatusCause::LeaseExpired || !same_pid {
                 return Err(RegistryError::Finished {
                     agent: agent.to_string(),
                     status: a.status,

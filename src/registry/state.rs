@@ -141,8 +141,8 @@ impl State {
                 status,
                 message,
                 cause,
-            } => match self.agents.get_mut(agent) {
-                Some(a) => {
+            } => {
+                let found = self.agents.update(agent, |a| {
                     a.status = *status;
                     a.status_message.clone_from(message);
                     a.status_cause = *cause;
@@ -150,13 +150,16 @@ impl State {
                     if *cause == StatusCause::Command {
                         a.last_active = at;
                     }
+                });
+                if !found {
+                    self.anomalies += 1;
                 }
-                None => self.anomalies += 1,
-            },
-            EventKind::FieldsUpdated { agent, fields } => match self.agents.get_mut(agent) {
-                Some(a) => apply_fields(a, fields),
-                None => self.anomalies += 1,
-            },
+            }
+            EventKind::FieldsUpdated { agent, fields } => {
+                if !self.agents.update(agent, |a| apply_fields(a, fields)) {
+                    self.anomalies += 1;
+                }
+            }
             EventKind::AgentRemoved { agent } => {
                 if self.agents.remove(agent).is_none() {
                     self.anomalies += 1;
@@ -223,30 +226,33 @@ impl State {
     }
 
     /// A heartbeat of the agent at `slot` (its registration-order position,
-    /// as returned by `check_heartbeat`): no lookup at all.
+    /// as returned by `check_heartbeat`): reads only the dense hot fields,
+    /// writes only `last_active` (and the status on a revival).
     #[inline]
     pub fn apply_heartbeat_at(&mut self, slot: usize, at: Timestamp, pid: Option<u32>) {
-        let Some(a) = self.agents.at_mut(slot) else {
+        let Some(h) = self.agents.hot(slot) else {
             self.anomalies += 1;
             return;
         };
-        if let (Some(p), Some(r)) = (pid, a.pid) {
+        if let (Some(p), Some(r)) = (pid, h.pid) {
             if p != r {
                 self.anomalies += 1;
                 return;
             }
         }
-        let lease_set = a.status_cause == StatusCause::LeaseExpired;
-        if a.status.is_finished() && !lease_set {
+        let lease_set = h.cause == StatusCause::LeaseExpired;
+        if h.status.is_finished() && !lease_set {
             self.anomalies += 1;
             return;
         }
-        if lease_set && (a.status == Status::Idle || a.status.is_finished()) {
-            a.status = Status::Live;
-            a.status_message = None;
-            a.status_cause = StatusCause::Command;
+        if lease_set && (h.status == Status::Idle || h.status.is_finished()) {
+            self.agents.update_at(slot, |a| {
+                a.status = Status::Live;
+                a.status_message = None;
+                a.status_cause = StatusCause::Command;
+            });
         }
-        a.last_active = at;
+        self.agents.touch(slot, at);
     }
 
     /// What a registration of `name` would be now.
