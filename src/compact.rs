@@ -173,7 +173,13 @@ pub fn plan(
         None => upto + 1,
     };
     let mut drop = DropSet::new(first, upto.max(first));
-    let mut runs: HashMap<String, Run, FxBuild> = HashMap::default();
+    // One map lookup per heartbeat: kept agents with their open run (a
+    // name missing from the map is not kept).
+    let mut runs: HashMap<&str, Option<Run>, FxBuild> = HashMap::default();
+    runs.reserve(kept.agents.len());
+    for a in &kept.agents {
+        runs.insert(a.as_str(), None);
+    }
     let mut posts_dropped = 0u64;
     let mut sessions_dropped = std::collections::BTreeSet::<SessionKey>::new();
     for r in view.iter() {
@@ -189,14 +195,14 @@ pub fn plan(
             report.bytes_dropped += size;
         };
         if let Some(hb) = codec::decode_heartbeat(r.payload).map_err(|e| corrupt(dir, r.lsn, e))? {
-            if !kept.agents.contains(hb.agent) {
+            let Some(slot) = runs.get_mut(hb.agent) else {
                 dropped(&mut drop, &mut report, r.lsn);
                 continue;
-            }
+            };
             if opts.keep_all_heartbeats {
                 continue;
             }
-            match runs.get_mut(hb.agent) {
+            match slot {
                 Some(run) if run.pid == hb.pid => {
                     if run.last != 0 {
                         // The previous "last" is now a middle heartbeat.
@@ -208,29 +214,19 @@ pub fn plan(
                     run.last = r.lsn;
                     run.last_bytes = size;
                 }
-                Some(run) => {
-                    *run = Run {
+                _ => {
+                    *slot = Some(Run {
                         pid: hb.pid,
                         last: 0,
                         last_bytes: 0,
-                    }
-                }
-                None => {
-                    runs.insert(
-                        hb.agent.to_string(),
-                        Run {
-                            pid: hb.pid,
-                            last: 0,
-                            last_bytes: 0,
-                        },
-                    );
+                    })
                 }
             }
             continue;
         }
         let ev: Event = codec::decode(r.payload).map_err(|e| corrupt(dir, r.lsn, e))?;
-        if let Some(a) = ev.kind.subject_agent() {
-            runs.remove(a);
+        if let Some(slot) = ev.kind.subject_agent().and_then(|a| runs.get_mut(a)) {
+            *slot = None;
         }
         if !kept.keeps(r.lsn, &ev) {
             dropped(&mut drop, &mut report, r.lsn);
@@ -409,6 +405,74 @@ impl AutoPolicy {
             Some(every) if since_last_ms >= every => Some(Trigger::Schedule),
             _ => None,
         }
+    }
+}
+
+/// Automatic compaction state for `Store::maybe_compact`: an incremental
+/// [`DropEstimator`] fed with the records appended since the last call (so
+/// the append path pays nothing), the policy and the last run's time.
+#[derive(Debug, Clone)]
+pub struct AutoCompactor {
+    pub policy: AutoPolicy,
+    pub opts: CompactOptions,
+    est: DropEstimator,
+    seen: Lsn,
+    last_run: Option<Timestamp>,
+}
+
+impl AutoCompactor {
+    pub fn new(policy: AutoPolicy, opts: CompactOptions) -> Self {
+        AutoCompactor {
+            policy,
+            opts,
+            est: DropEstimator::default(),
+            seen: 0,
+            last_run: None,
+        }
+    }
+
+    /// The options a triggered compaction runs with (never a dry run).
+    pub fn options(&self) -> CompactOptions {
+        CompactOptions {
+            dry_run: false,
+            ..self.opts
+        }
+    }
+
+    /// Counts the records of `view` after the last one counted.
+    pub fn observe(&mut self, view: &LogView, dir: &std::path::Path) -> Result<()> {
+        for r in view.iter_from(self.seen + 1) {
+            let r = r?;
+            self.est
+                .observe(r.lsn, r.payload)
+                .map_err(|e| corrupt(dir, r.lsn, e))?;
+            self.seen = r.lsn;
+        }
+        Ok(())
+    }
+
+    /// The current estimate for `state` at `now`.
+    pub fn estimate(&self, state: &State, now: Timestamp) -> DropEstimate {
+        self.est.estimate(state, now, &self.opts)
+    }
+
+    /// Whether a compaction is due (threshold or schedule).
+    pub fn due(&self, state: &State, now: Timestamp) -> bool {
+        let since = self.last_run.map_or(i64::MAX, |t| now.millis_since(t));
+        self.policy.due(&self.estimate(state, now), since).is_some()
+    }
+
+    /// Recounts the (now small) compacted log after a compaction.
+    pub fn compacted(
+        &mut self,
+        view: &LogView,
+        dir: &std::path::Path,
+        now: Timestamp,
+    ) -> Result<()> {
+        self.est = DropEstimator::default();
+        self.seen = 0;
+        self.last_run = Some(now);
+        self.observe(view, dir)
     }
 }
 
