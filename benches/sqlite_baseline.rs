@@ -20,11 +20,12 @@ use agentlog::bench::baseline::agent_name;
 use agentlog::bench::heartbeats::HeartbeatTarget;
 use agentlog::bench::targets::{RawLogTarget, StoreTarget};
 use agentlog::time::Timestamp;
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use rusqlite::{params, Connection};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 const AGENTS: usize = 1_000;
@@ -88,29 +89,75 @@ fn sqlite_heartbeats(c: &Connection, names: &[String], start: usize, per: u64) {
     }
 }
 
+/// Runs one benchmark on `threads` long-lived workers (spawned once, so the
+/// timed part is only the heartbeats: release all workers, wait for all).
+/// `init` builds each worker's own state inside its thread (e.g. its SQLite
+/// connection); `work(state, worker, n)` does `n` heartbeats.
+fn pooled<S>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    id: BenchmarkId,
+    name: &str,
+    threads: usize,
+    init: &(dyn Fn(usize) -> S + Sync),
+    work: &(dyn Fn(&mut S, usize, u64) + Sync),
+) {
+    std::thread::scope(|s| {
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let mut txs = Vec::with_capacity(threads);
+        for w in 0..threads {
+            let (tx, rx) = mpsc::channel::<u64>();
+            txs.push(tx);
+            let done = done_tx.clone();
+            s.spawn(move || {
+                let mut st = init(w);
+                while let Ok(n) = rx.recv() {
+                    work(&mut st, w, n);
+                    if done.send(()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        g.bench_function(id, |b| {
+            b.iter_custom(|iters| {
+                let per = iters.div_ceil(threads as u64);
+                let t0 = Instant::now();
+                for tx in &txs {
+                    tx.send(per).expect("worker alive");
+                }
+                for _ in 0..threads {
+                    done_rx.recv().expect("worker finished");
+                }
+                let took = t0.elapsed();
+                tally(name, per * threads as u64, took);
+                took.mul_f64(iters as f64 / (per * threads as u64) as f64)
+            })
+        });
+        drop(txs); // workers see the closed channel and exit
+    });
+}
+
 fn bench_sqlite(c: &mut Criterion, dir: &Path, names: &[String]) {
     let mut g = c.benchmark_group("sqlite_wal");
     g.throughput(Throughput::Elements(1));
     for (sync, threads) in [("NORMAL", 1usize), ("FULL", 1), ("FULL", 64)] {
         let path = dir.join(format!("agents-{sync}-{threads}.db"));
         sqlite_create(&path);
-        let mut conns: Vec<Connection> = (0..threads).map(|_| sqlite_open(&path, sync)).collect();
         let name = format!("sqlite_wal_{}/{threads}", sync.to_lowercase());
-        g.bench_function(BenchmarkId::new(sync.to_lowercase(), threads), |b| {
-            b.iter_custom(|iters| {
-                let per = iters.div_ceil(threads as u64);
-                let t0 = Instant::now();
-                std::thread::scope(|s| {
-                    for (k, conn) in conns.iter_mut().enumerate() {
-                        // `&mut` moves into the thread: a Connection is Send, not Sync.
-                        s.spawn(move || sqlite_heartbeats(conn, names, k * AGENTS / threads, per));
-                    }
-                });
-                let took = t0.elapsed();
-                tally(&name, per * threads as u64, took);
-                took.mul_f64(iters as f64 / (per * threads as u64) as f64)
-            })
-        });
+        // Each worker has its own connection and its own slice of agents.
+        let init = |w: usize| (sqlite_open(&path, sync), w * AGENTS / threads);
+        let work = |st: &mut (Connection, usize), _w: usize, n: u64| {
+            sqlite_heartbeats(&st.0, names, st.1, n);
+            st.1 = (st.1 + n as usize) % AGENTS;
+        };
+        pooled(
+            &mut g,
+            BenchmarkId::new(sync.to_lowercase(), threads),
+            &name,
+            threads,
+            &init,
+            &work,
+        );
     }
     g.finish();
 }
@@ -128,26 +175,21 @@ fn bench_agentlog(c: &mut Criterion, dir: &Path, target: &str) {
         t.register_all(AGENTS).expect("register");
         let t = &*t;
         let name = format!("{target}_{kind}/{threads}");
-        g.bench_function(BenchmarkId::new(kind, threads), |b| {
-            b.iter_custom(|iters| {
-                let per = iters.div_ceil(threads as u64);
-                let t0 = Instant::now();
-                std::thread::scope(|s| {
-                    for w in 0..threads {
-                        s.spawn(move || {
-                            let mut i = w * AGENTS / threads;
-                            for _ in 0..per {
-                                t.heartbeat(i, w).expect("heartbeat");
-                                i = if i + 1 == AGENTS { 0 } else { i + 1 };
-                            }
-                        });
-                    }
-                });
-                let took = t0.elapsed();
-                tally(&name, per * threads as u64, took);
-                took.mul_f64(iters as f64 / (per * threads as u64) as f64)
-            })
-        });
+        let init = |w: usize| w * AGENTS / threads;
+        let work = |i: &mut usize, w: usize, n: u64| {
+            for _ in 0..n {
+                t.heartbeat(*i, w).expect("heartbeat");
+                *i = if *i + 1 == AGENTS { 0 } else { *i + 1 };
+            }
+        };
+        pooled(
+            &mut g,
+            BenchmarkId::new(kind, threads),
+            &name,
+            threads,
+            &init,
+            &work,
+        );
     }
     g.finish();
 }

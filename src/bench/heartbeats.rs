@@ -201,8 +201,10 @@ pub struct HeartbeatReport {
     pub peak_rss_phase_only: bool,
     /// Anonymous / file-backed resident memory at the end of the main phase
     /// (mapped log pages are file-backed and count towards the peak).
-    pub rss_anon_bytes: u64,
-    pub rss_file_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_anon_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_file_bytes: Option<u64>,
     pub machine: MachineInfo,
     /// The JSON-rewrite baseline run (`--compare`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

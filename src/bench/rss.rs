@@ -54,11 +54,11 @@ pub struct PeakRss {
     /// `true` when the peak was reset at the phase start.
     pub phase_only: bool,
     /// At the phase end: anonymous memory (heap, stacks) — what grows with
-    /// the live registry.
-    pub rss_anon_bytes: u64,
+    /// the live registry. `None` on kernels without `RssAnon` (< 4.5).
+    pub rss_anon_bytes: Option<u64>,
     /// At the phase end: resident file-backed pages (mapped log segments
     /// count here while mapped, and so in the peak).
-    pub rss_file_bytes: u64,
+    pub rss_file_bytes: Option<u64>,
 }
 
 /// One benchmark phase's RSS accounting: start it, run, finish it.
@@ -78,8 +78,8 @@ impl Phase {
         Ok(PeakRss {
             peak_rss_bytes: peak_rss_bytes()?,
             phase_only: self.reset,
-            rss_anon_bytes: status_field_bytes("RssAnon")?,
-            rss_file_bytes: status_field_bytes("RssFile")?,
+            rss_anon_bytes: status_field_bytes("RssAnon").ok(),
+            rss_file_bytes: status_field_bytes("RssFile").ok(),
         })
     }
 }

@@ -256,6 +256,14 @@ fn panel(
     let mut writers: Vec<usize> = rows.iter().map(|r| r.writers).collect();
     writers.sort_unstable();
     writers.dedup();
+    // Legend box (top right) drawn under its entries so lines stay readable.
+    let _ = writeln!(
+        out,
+        r##"<rect class="legend" x="{:.1}" y="{:.1}" width="104" height="{:.1}" fill="white" fill-opacity="0.85" stroke="#bbb"/>"##,
+        left + plot_w - 116.0,
+        top + 4.0,
+        16.0 * writers.len() as f64 + 4.0
+    );
     for (si_, w) in writers.iter().enumerate() {
         let color = PALETTE[si_ % PALETTE.len()];
         let mut pts: Vec<&ScalingRow> = rows.iter().filter(|r| r.writers == *w).collect();
