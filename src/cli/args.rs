@@ -84,6 +84,9 @@ pub enum Command {
     Stats,
     /// Run a simulated fleet end to end and show the result
     Demo(Demo),
+    /// Benchmarks (in a temporary directory unless --dir is given)
+    #[command(subcommand)]
+    Bench(Bench),
 }
 
 #[derive(Debug, Args)]
@@ -342,6 +345,65 @@ pub struct Demo {
     /// Seed of the simulation (same seed, same history)
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+}
+
+fn mix(s: &str) -> Result<agentlog::bench::heartbeats::Mix, String> {
+    agentlog::bench::heartbeats::Mix::parse(s).map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Bench {
+    /// Heartbeats from W writers on N registered agents for S seconds
+    Heartbeats(BenchHeartbeats),
+    /// Sweep agents × writers; write scaling.csv and scaling.svg
+    Scaling(BenchScaling),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchHeartbeats {
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub agents: usize,
+    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    pub seconds: f64,
+    #[arg(long, value_name = "W", default_value_t = 1)]
+    pub writers: usize,
+    /// Acknowledge each event only after an fsync covers it
+    #[arg(long)]
+    pub durable: bool,
+    /// Status changes and message posts per heartbeat: STATUS,POSTS [default: 0.01,0.001]
+    #[arg(long, value_name = "R", value_parser = mix)]
+    pub mix: Option<agentlog::bench::heartbeats::Mix>,
+    /// Also run the whole-file JSON rewrite for the same time and print the ratio
+    #[arg(long)]
+    pub compare: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchScaling {
+    /// Fleet sizes, comma-separated
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "100,1000,10000,100000"
+    )]
+    pub agents: Vec<usize>,
+    /// Writer thread counts, comma-separated
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "1,4,16,64"
+    )]
+    pub writers: Vec<usize>,
+    /// Seconds per point
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    pub seconds: f64,
+    #[arg(long)]
+    pub durable: bool,
+    /// Where scaling.csv and scaling.svg go
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub out: PathBuf,
 }
 
 #[cfg(test)]

@@ -63,15 +63,17 @@ impl ops::Progress for Bar {
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let ui = Ui { json: cli.json };
-    if let Command::Demo(a) = cli.command {
-        // The demo writes a fresh store: a temporary one unless a directory
-        // is given explicitly; never the default ~/.agentlog.
-        return super::demo::run(&ui, cli.dir, a);
-    }
+    // The demo and the benchmarks write fresh stores: temporary ones unless
+    // a directory is given explicitly; never the default ~/.agentlog.
+    let command = match cli.command {
+        Command::Demo(a) => return super::demo::run(&ui, cli.dir, a),
+        Command::Bench(b) => return super::bench::run(&ui, cli.dir, b),
+        c => c,
+    };
     let dir = store_dir(cli.dir)?;
     let mut out = std::io::stdout().lock();
     let w = &mut out;
-    let code = match cli.command {
+    let code = match command {
         Command::Init => init(w, &ui, dir)?,
         Command::Register(a) => register(w, &ui, dir, a)?,
         Command::Heartbeat(a) => {
@@ -98,7 +100,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(a) => import(w, &ui, dir, a)?,
         Command::Stats => stats(w, &ui, dir)?,
         Command::Compact(a) => compact(w, &ui, dir, a)?,
-        Command::Demo(_) => unreachable!("handled above"),
+        Command::Demo(_) | Command::Bench(_) => unreachable!("handled above"),
         Command::List(a) => list(w, &ui, dir, a)?,
         Command::Replay(a) => replay(w, &ui, dir, a)?,
         Command::Audit(a) => audit(w, &ui, dir, a)?,

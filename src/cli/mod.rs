@@ -4,6 +4,7 @@
 //! line on stderr, `agentlog: <what was wrong>`; bad input never panics.
 
 pub mod args;
+mod bench;
 mod commands;
 mod demo;
 pub mod output;
