@@ -480,7 +480,7 @@ fn audit(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Audit) -> Result<ExitCode> {
                 vec![
                     l.at.to_string(),
                     l.lsn.to_string(),
-                    l.what.clone(),
+                    output::clip(&l.what, 72),
                     l.why.clone().unwrap_or_default(),
                 ]
             })
@@ -566,7 +566,7 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
         };
         writeln!(
             w,
-            "{} records in {} segments, {} bytes, {range}",
+            "{} records in {} segment(s), {} bytes, {range}",
             log.records, log.segments, log.bytes
         )?;
         for b in &log.bad {

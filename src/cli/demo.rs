@@ -200,7 +200,7 @@ fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
             vec![
                 l.at.to_string(),
                 l.lsn.to_string(),
-                l.what.clone(),
+                output::clip(&l.what, 72),
                 l.why.clone().unwrap_or_default(),
             ]
         })
