@@ -418,26 +418,7 @@ fn a_second_writer_is_refused_naming_the_holder() {
 fn compact_dry_run_then_compact_retires_beyond_the_newest_finished() {
     let env = Env::new();
     env.ok(&["init"]);
-    // 40 finished agents and one live one, brought in by an import.
-    let mut rows: Vec<serde_json::Value> = (0..40)
-        .map(|i| {
-            serde_json::json!({
-                "name": format!("done-{i:02}"), "provider": "claude", "cwd": "/r",
-                "log_path": null, "created_at": format!("2026-11-30T10:{i:02}:00Z"),
-                "status": "exited",
-            })
-        })
-        .collect();
-    rows.push(serde_json::json!({
-        "name": "alive", "provider": "codex", "cwd": "/r", "log_path": null,
-        "created_at": "2026-11-30T10:00:00Z", "status": "live",
-    }));
-    let file = env.path("fleet.json");
-    std::fs::write(
-        &file,
-        serde_json::to_vec(&serde_json::json!({"schema_version": 4, "agents": rows})).unwrap(),
-    )
-    .unwrap();
+    let file = finished_fleet_file(&env);
     let doc = env.json(&["import", file.to_str().unwrap(), "--at", &at("11:00:00")]);
     assert_eq!(doc["agents"].as_array().unwrap().len(), 41);
     env.ok(&["heartbeat", "alive", "--at", &at("11:30:00")]);
@@ -471,4 +452,54 @@ fn compact_dry_run_then_compact_retires_beyond_the_newest_finished() {
     // A retired agent's history is gone with it.
     let retired = dry["agents_retired"][0].as_str().unwrap();
     env.run(&["audit", retired]).fails(1, "not found");
+}
+
+/// A registry.json with 40 finished agents and one live one.
+fn finished_fleet_file(env: &Env) -> std::path::PathBuf {
+    let mut rows: Vec<serde_json::Value> = (0..40)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("done-{i:02}"), "provider": "claude", "cwd": "/r",
+                "log_path": null, "created_at": format!("2026-11-30T10:{i:02}:00Z"),
+                "status": "exited",
+            })
+        })
+        .collect();
+    rows.push(serde_json::json!({
+        "name": "alive", "provider": "codex", "cwd": "/r", "log_path": null,
+        "created_at": "2026-11-30T10:00:00Z", "status": "live",
+    }));
+    let file = env.path("fleet.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&serde_json::json!({"schema_version": 4, "agents": rows})).unwrap(),
+    )
+    .unwrap();
+    file
+}
+
+#[test]
+fn a_snapshot_older_than_a_compaction_is_not_folded_with_the_compacted_log() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    let file = finished_fleet_file(&env);
+    env.ok(&["import", file.to_str().unwrap(), "--at", &at("11:00:00")]);
+    env.ok(&["snapshot"]);
+    // A compaction by another program (no CLI), leaving the old snapshot.
+    {
+        let (log, _) = agentlog::log::Log::open(&env.dir.join("log"), Default::default()).unwrap();
+        let now = agentlog::time::Timestamp::parse_rfc3339(&at("12:00:00")).unwrap();
+        let (c, full) =
+            agentlog::compact::compact_log(&log, 200, now, &Default::default()).unwrap();
+        assert_eq!(c.report.agents_retired.len(), 8);
+        assert_eq!(full.agents().len(), 33);
+        log.close().unwrap();
+    }
+    let r = env.run(&["--json", "list", "--all"]);
+    assert_eq!(r.json()["agents"].as_array().unwrap().len(), 33);
+    assert!(
+        r.stderr.contains("predates the last compaction"),
+        "{}",
+        r.stderr
+    );
 }

@@ -4,8 +4,9 @@
 //! only formats.
 
 use super::args;
-use super::commands::{human_bytes, W};
+use super::commands::W;
 use super::output::{self, Ui};
+use super::reports::human_bytes;
 use super::Usage;
 use agentlog::bench::heartbeats::{run_heartbeats, HeartbeatBenchConfig, HeartbeatReport};
 use agentlog::bench::scaling::{run_scaling_on, write_outputs};

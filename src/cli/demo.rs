@@ -3,8 +3,9 @@
 //! where the files are, and the schema-v4 conformance checker's verdict on
 //! the exported `registry.json` (when python3 and the checker are present).
 
-use super::commands::{print_compaction, print_stats, W};
+use super::commands::W;
 use super::output::{self, Ui};
+use super::reports::{print_compaction, print_stats};
 use super::{args, view};
 use agentlog::ops::demo::{demo, DemoOptions, DemoReport};
 use anyhow::{Context, Result};
@@ -151,7 +152,7 @@ fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
         w,
         "== snapshot: lsn {} ({})",
         rep.snapshot.lsn,
-        super::commands::human_bytes(rep.snapshot.len)
+        super::reports::human_bytes(rep.snapshot.len)
     )?;
     writeln!(
         w,

@@ -8,6 +8,7 @@ mod bench;
 mod commands;
 mod demo;
 pub mod output;
+mod reports;
 mod view;
 
 use args::Cli;

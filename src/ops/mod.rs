@@ -113,11 +113,34 @@ pub fn require_store(dir: &Path) -> Result<()> {
 
 /// Loads the newest intact snapshot of the store (damaged ones are skipped
 /// with a warning by `snapshot::load_newest`), unless it claims more of the
-/// log than the log holds (then the whole log is folded).
+/// log than the log holds, or predates the log's current compacted
+/// generation (its MANIFEST is newer): folded with a compacted log, such a
+/// snapshot would resurrect retired agents. Then the whole log is folded.
 fn newest_snapshot(dir: &Path, last_lsn: Option<Lsn>) -> Result<Option<(State, Lsn)>> {
-    Ok(crate::snapshot::load_newest::<State>(&snapshot_dir(dir))?
-        .filter(|l| l.lsn <= last_lsn.unwrap_or(0))
-        .map(|l| (l.state, l.lsn)))
+    let Some(loaded) = crate::snapshot::load_newest::<State>(&snapshot_dir(dir))? else {
+        return Ok(None);
+    };
+    if loaded.lsn > last_lsn.unwrap_or(0) {
+        tracing::warn!(
+            snapshot = %loaded.info.path.display(),
+            "snapshot is ahead of the log; folding the whole log"
+        );
+        return Ok(None);
+    }
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(snap), Some(manifest)) = (
+        mtime(&loaded.info.path),
+        mtime(&log_dir(dir).join("MANIFEST")),
+    ) {
+        if snap < manifest {
+            tracing::warn!(
+                snapshot = %loaded.info.path.display(),
+                "snapshot predates the last compaction; folding the whole log"
+            );
+            return Ok(None);
+        }
+    }
+    Ok(Some((loaded.state, loaded.lsn)))
 }
 
 /// Opens the store in `dir` for writing (taking the writer lock), resuming
