@@ -6,7 +6,8 @@
 //!    compaction; MB/s = log bytes before / wall time.
 //! 2. the steady fleet: `simulate_steady_fleet` with 1,000 agents at 10,000
 //!    heartbeats per simulated second for `AGENTLOG_FLEET_SECS` simulated
-//!    seconds (default 3600; 86400 = one day), printing the disk curve and
+//!    seconds (default 3600; 86400 = one day; `AGENTLOG_FLEET_RATE` changes
+//!    the rate, `AGENTLOG_FLEET_SAMPLE_SECS` the sampling), printing the disk curve and
 //!    the bound (2 × live history + one segment).
 //!
 //! `cargo bench --bench compact` (set `AGENTLOG_BENCH_DIR` to choose the disk).
@@ -150,6 +151,7 @@ fn main() {
     std::fs::remove_dir_all(&dir).unwrap();
 
     let p = FleetParams {
+        rate: env_u64("AGENTLOG_FLEET_RATE", 10_000),
         simulated_secs: env_u64("AGENTLOG_FLEET_SECS", 3600),
         sample_secs: env_u64("AGENTLOG_FLEET_SAMPLE_SECS", 600),
         ..Default::default()

@@ -22,6 +22,9 @@ use compaction_common::*;
 
 const H: i64 = 3600 * 1000;
 
+/// (LSN, payload) of every acknowledged append.
+type Acked = Vec<(Lsn, Vec<u8>)>;
+
 /// A history built through validated commands.
 struct Hist {
     s: State,
@@ -251,7 +254,7 @@ fn online_compaction_keeps_every_acknowledged_event() {
     append_all(&log, &h.events);
     log.sync().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let acked: Arc<Mutex<Vec<(Lsn, Vec<u8>)>>> = Arc::default();
+    let acked: Arc<Mutex<Acked>> = Arc::default();
     let writers: Vec<_> = (0..4)
         .map(|w| {
             let (log, acked, stop) = (log.clone(), acked.clone(), stop.clone());

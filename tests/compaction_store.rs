@@ -106,7 +106,8 @@ fn store_compaction_keeps_state_equal_to_the_fold_of_the_log() {
     }
     assert_eq!(report.agents_retired.len(), 40);
     assert!(report.heartbeats_collapsed > 0);
-    assert!(report.bytes_after < report.bytes_before / 2, "{report:?}");
+    // (bytes_after also counts what the workers appended meanwhile.)
+    assert!(report.bytes_dropped > report.bytes_before / 2, "{report:?}");
 
     let state = store.state();
     let folded = store.state_at(agentlog::store::At::End).unwrap();
