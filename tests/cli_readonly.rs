@@ -333,3 +333,77 @@ fn verify_is_clean_then_names_damage_and_repair_salvages_the_rest() {
     env.run(&["repair", "--salvage", "--out", out.to_str().unwrap()])
         .fails(1, "not empty");
 }
+
+#[test]
+fn the_store_dir_comes_from_the_flag_then_agentlog_dir_then_home() {
+    let env = store_with_history();
+    // $AGENTLOG_DIR when no --dir is given.
+    let out = cli_support::bin()
+        .env("AGENTLOG_DIR", &env.dir)
+        .args(["--json", "list"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["agents"].as_array().unwrap().len(), 2);
+    // Else ~/.agentlog.
+    let home = env.path("home");
+    let out = cli_support::bin()
+        .env("HOME", &home)
+        .arg("init")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(home.join(".agentlog/log").is_dir());
+    // No HOME and no directory given: a usage error.
+    let out = cli_support::bin()
+        .env_remove("HOME")
+        .arg("list")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pass --dir DIR"));
+}
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    let env = Env::new();
+    let many: Vec<Event> = (0..2000)
+        .map(|i| {
+            let mut e = heartbeat("12:00:30", "alice");
+            e.at = e.at.add_millis(i);
+            e
+        })
+        .collect();
+    append_events(
+        &env.dir,
+        &[register("12:00:00", "alice", 1, RegistrationKind::New)],
+    );
+    append_events(&env.dir, &many);
+    let mut child = cli_support::bin()
+        .arg("--dir")
+        .arg(&env.dir)
+        .arg("log")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is gone (stdout dropped above): the writer must not panic.
+    let out = child.wait_with_output().unwrap();
+    assert!(first.contains("registered `alice`"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -193,10 +193,10 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
     };
     let (log, _) = Log::open(&dir.join("log"), opts).expect("open log");
     for e in events {
-        log.append(&agentlog::registry::encode(e), Durability::Durable)
+        log.append(&agentlog::registry::encode(e), Durability::Lazy)
             .expect("append");
     }
-    log.close().expect("close");
+    log.close().expect("close (syncs)");
 }
 
 /// `2026-11-30T<hh:mm:ss>Z`.
