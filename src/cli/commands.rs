@@ -339,7 +339,14 @@ fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode>
 }
 
 fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode> {
-    let imp = with_store(&dir, |s| Ok(ops::import(s, &a.file, a.at.at)?))?;
+    let imp = with_store(&dir, |s| {
+        Ok(ops::import(
+            s,
+            &a.file,
+            a.at.at,
+            &mut Bar::new(ui, "import"),
+        )?)
+    })?;
     if ui.json {
         let agents: Vec<_> = imp
             .agents

@@ -34,7 +34,12 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
         seed: a.seed,
         ..DemoOptions::default()
     };
-    let rep = demo(&dir, &opts)?;
+    let spinner = ui.spinner("running the simulated fleet");
+    let rep = demo(&dir, &opts);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let rep = rep?;
     let check = conformance(&rep.export_path);
     let mut out = std::io::stdout().lock();
     if ui.json {

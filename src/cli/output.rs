@@ -30,6 +30,19 @@ impl Ui {
     }
 }
 
+impl Ui {
+    /// A spinner for long work of unknown length (same rules as `progress`).
+    pub fn spinner(&self, what: &str) -> Option<ProgressBar> {
+        if self.json || !io::stderr().is_terminal() {
+            return None;
+        }
+        let pb = ProgressBar::new_spinner();
+        pb.set_message(what.to_string());
+        pb.enable_steady_tick(std::time::Duration::from_millis(100));
+        Some(pb)
+    }
+}
+
 /// Writes `value` as one pretty JSON document and a newline.
 pub fn json<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, value).map_err(io::Error::from)?;

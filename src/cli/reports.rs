@@ -112,7 +112,12 @@ pub(super) fn human_bytes(n: u64) -> String {
 }
 
 pub(super) fn compact(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Compact) -> Result<ExitCode> {
-    let rep = ops::compact(&dir, a.now, a.dry_run)?;
+    let spinner = ui.spinner("compacting");
+    let rep = ops::compact(&dir, a.now, a.dry_run);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let rep = rep?;
     if ui.json {
         let mut doc = serde_json::to_value(&rep)?;
         doc["now"] = view::time(rep.now);

@@ -417,18 +417,28 @@ pub struct Imported {
 /// Imports a `registry.json` (schema 1–4) into the store, one
 /// `AgentImported` event per row at time `at`. The whole file is parsed and
 /// checked first: a refused file appends nothing.
-pub fn import(store: &Store, file: &Path, at: Option<Timestamp>) -> Result<Imported> {
+pub fn import(
+    store: &Store,
+    file: &Path,
+    at: Option<Timestamp>,
+    progress: &mut dyn Progress,
+) -> Result<Imported> {
     let parsed = crate::import::read_registry_file(file, Duration::from_secs(10))?;
     let schema_version = parsed.schema_version;
     let at = at.unwrap_or_else(Timestamp::now);
     let mut agents = Vec::new();
-    for ev in crate::import::to_events(parsed, at) {
+    progress.start(parsed.rows.len() as u64);
+    for (i, ev) in crate::import::to_events(parsed, at).into_iter().enumerate() {
+        if i % 1024 == 0 {
+            progress.advance(i as u64);
+        }
         if let crate::registry::EventKind::AgentImported(agent) = ev.kind {
             let name = agent.name.clone();
             let lsn = store.import_agent(*agent, Some(ev.at))?;
             agents.push((lsn, name));
         }
     }
+    progress.finish();
     Ok(Imported {
         schema_version,
         agents,
