@@ -107,6 +107,21 @@ impl Map {
         unsafe { ptr::write_bytes(self.raw.as_mut_ptr().add(off), 0, len) }
     }
 
+    /// Drop this process's page-table entries for the whole map
+    /// (`madvise(MADV_DONTNEED)`), so a sealed or fully scanned segment stops
+    /// counting towards RSS. On a shared file mapping this loses nothing: the
+    /// pages (dirty ones included) stay in the page cache and the next access
+    /// faults them back in. Only advice: a failure is ignored.
+    pub fn release_resident(&self) {
+        // SAFETY: the mapping is `MAP_SHARED` of a file (or read-only), never
+        // private/anonymous, so DONTNEED cannot zero or change any byte a
+        // slice may observe; it only unmaps pages that re-fault on access.
+        let _ = unsafe {
+            self.raw
+                .unchecked_advise(memmap2::UncheckedAdvice::DontNeed)
+        };
+    }
+
     /// msync(MS_SYNC) of `[off, off+len)`: returns once those bytes are on disk.
     pub fn flush(&self, off: usize, len: usize) -> io::Result<()> {
         if len == 0 {

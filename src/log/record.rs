@@ -160,6 +160,29 @@ pub fn parse_at(buf: &[u8], off: usize, segment_id: u64) -> Parsed<'_> {
     }
 }
 
+/// Parse a record already validated once (by recovery on open, by a reader's
+/// refresh, or because this process wrote it): structure only, no checksum.
+/// Every view's committed range is made of such records, so scans (the fold,
+/// history, compaction planning) do not pay for the CRC twice; `verify` and
+/// recovery use [`parse_at`]. A structural surprise falls back to
+/// [`parse_at`] so the caller gets the precise reason.
+#[inline]
+pub fn parse_validated_at(buf: &[u8], off: usize, segment_id: u64) -> Parsed<'_> {
+    if off + REC_HDR <= buf.len() {
+        let len_flags = u32_at(buf, off);
+        let len = (len_flags & LEN_MASK) as usize;
+        if len != 0 && len_flags & !(LEN_MASK | CONT) == 0 && off + record_size(len) <= buf.len() {
+            return Parsed::Record {
+                lsn: u64_at(buf, off + 8),
+                cont: len_flags & CONT != 0,
+                payload: &buf[off + REC_HDR..off + REC_HDR + len],
+                next: off + record_size(len),
+            };
+        }
+    }
+    parse_at(buf, off, segment_id)
+}
+
 /// Offset just past the last nonzero byte of `buf[from..]`, or `None` if all zero.
 pub fn last_nonzero(buf: &[u8], from: usize) -> Option<usize> {
     let tail = &buf[from.min(buf.len())..];

@@ -229,6 +229,9 @@ impl Segment {
             .and_then(|_| self.file.sync_all())
             .map_err(|e| Error::io(&self.path, e))?;
         self.synced.store(used, Ordering::Release);
+        // A sealed segment is only read again by scans: stop holding its
+        // pages in this process's RSS (it would otherwise grow with the log).
+        self.map.release_resident();
         Ok(())
     }
 }

@@ -3,12 +3,15 @@
 //! A `LogView` holds `Arc`s of the segments it covers (so their maps stay
 //! alive even if compaction deletes the files) and, per segment, the
 //! published end loaded once with `Acquire`. Everything below those ends is
-//! immutable, so records are handed out as `&[u8]` into the maps.
+//! immutable, so records are handed out as `&[u8]` into the maps. Every
+//! record below a published end was checksummed once already (by recovery,
+//! by a reader's refresh, or written by this process), so iteration checks
+//! structure only; `verify` re-reads the disk with checksums.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use super::record::{parse_at, Parsed};
+use super::record::{parse_at, parse_validated_at, Parsed};
 use super::segment::{Segment, SEG_HDR};
 use super::Lsn;
 use crate::error::{Error, Result};
@@ -84,12 +87,19 @@ impl<'a> Iterator for LogIter<'a> {
         loop {
             let (seg, end) = self.view.segs.get(self.idx)?;
             if self.off >= *end {
+                // Leaving a segment that is not the newest: its pages were
+                // faulted in by this scan; let them go so a full scan (the
+                // fold on open, a history audit) keeps RSS bounded by one
+                // segment instead of growing with the log.
+                if self.idx + 1 < self.view.segs.len() {
+                    seg.map.release_resident();
+                }
                 self.idx += 1;
                 self.off = SEG_HDR;
                 continue;
             }
             let bytes = seg.map.bytes(*end);
-            match parse_at(bytes, self.off, seg.hdr.segment_id) {
+            match parse_validated_at(bytes, self.off, seg.hdr.segment_id) {
                 Parsed::Record {
                     lsn,
                     cont,

@@ -1,0 +1,400 @@
+//! Checkpoints of the [`Store`]: which snapshot `open` may resume from,
+//! taking snapshots (every N events or T seconds on a background thread, on
+//! clean close, on demand), and the export that rides along with each.
+//!
+//! Invariants:
+//! - A snapshot never covers a record that is not durable: the log is synced
+//!   up to the snapshot's LSN before the file is written.
+//! - Appenders are blocked only while the state is cloned under the read
+//!   lock; encoding, writing, fsyncing and exporting run on the clone.
+//! - `open` trusts a snapshot only if its file is intact (checked by
+//!   `crate::snapshot`), it covers no LSN beyond the log's last one, it was
+//!   taken in the log's current compaction generation, and it was folded
+//!   with the same `max_messages`. A snapshot beyond the log's end is renamed
+//!   to `*.untrusted` (new appends will reuse its LSNs, after which it would
+//!   look valid but describe another history); the others are only skipped.
+//!   Nothing about snapshots ever fails `open`: the log can always refold.
+//! - One snapshot is written at a time (`SnapShared::lock`).
+
+use super::{Core, Store, StoreResult};
+use crate::export::{ExportOptions, ExportReport, PublishOptions};
+use crate::log::{Log, LogView};
+use crate::registry::history::ScanError;
+use crate::registry::{Lsn, State};
+use crate::snapshot::{self, SnapshotInfo};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The payload of a store snapshot file: the folded state and the log
+/// generation it was taken in (see `LogStats::generation`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct SnapshotPayload {
+    pub generation: u64,
+    pub state: State,
+}
+
+/// Serialises exactly as [`SnapshotPayload`] without owning the state.
+#[derive(Serialize)]
+struct PayloadRef<'a> {
+    generation: u64,
+    state: &'a State,
+}
+
+/// A snapshot file `open` did not use, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedSnapshot {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// What [`Store::open`] used.
+#[derive(Debug, Clone, Default)]
+pub struct OpenReport {
+    /// What log recovery found.
+    pub recovery: crate::log::RecoveryReport,
+    /// LSN of the snapshot file resumed from (`None`: no snapshot file).
+    pub snapshot_lsn: Option<Lsn>,
+    pub snapshot: Option<SnapshotInfo>,
+    /// LSN the fold started after (a snapshot's, `open_from`'s base, or 0).
+    pub base_lsn: Lsn,
+    /// Log records folded on top of the base.
+    pub events_folded: u64,
+    /// Snapshot files not trusted, newest first.
+    pub skipped_snapshots: Vec<SkippedSnapshot>,
+    /// Where the open's time went (informational; never asserted on).
+    pub timings: OpenTimings,
+}
+
+/// Wall time of the phases of `open`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenTimings {
+    /// `Log::open`: lock, recovery scan of the newest segment, maps.
+    pub log_open: Duration,
+    /// Finding, reading, checking and decoding the snapshot.
+    pub snapshot_load: Duration,
+    /// Folding the log after the base.
+    pub fold: Duration,
+}
+
+/// A state to resume the fold from.
+pub(super) struct Base {
+    pub state: State,
+    pub lsn: Lsn,
+    pub info: Option<SnapshotInfo>,
+}
+
+/// The snapshot folder of the store in `dir`.
+pub(super) fn snapshot_dir(dir: &Path) -> PathBuf {
+    dir.join("snapshots")
+}
+
+/// Finds the newest trusted snapshot for `log`; see the module invariants.
+pub(super) fn load_base(
+    dir: &Path,
+    log: &Log,
+    opts: &super::StoreOptions,
+) -> (Option<Base>, Vec<SkippedSnapshot>) {
+    let snap_dir = snapshot_dir(dir);
+    let last = log.last_lsn().unwrap_or(0);
+    let generation = log.stats().generation;
+    let mut skipped: Vec<SkippedSnapshot> = Vec::new();
+    let skip = |skipped: &mut Vec<SkippedSnapshot>, path: PathBuf, reason: String| {
+        if !skipped.iter().any(|s| s.path == path) {
+            tracing::warn!(path = %path.display(), %reason, "snapshot not used");
+            skipped.push(SkippedSnapshot { path, reason });
+        }
+    };
+    loop {
+        let loaded = match snapshot::load_newest::<SnapshotPayload>(&snap_dir) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                // `load_newest` logs, but does not return, why each file was
+                // refused when none is usable: report them by name.
+                for info in snapshot::list(&snap_dir).unwrap_or_default() {
+                    let reason = "damaged or unreadable (the warning logged by the snapshot loader names why)";
+                    skip(&mut skipped, info.path, reason.to_string());
+                }
+                return (None, skipped);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list snapshots; folding the whole log");
+                return (None, skipped);
+            }
+        };
+        for (path, reason) in loaded.skipped {
+            skip(&mut skipped, path, reason.to_string());
+        }
+        let path = loaded.info.path.clone();
+        if loaded.lsn > last {
+            let reason = format!(
+                "covers lsn {} beyond the log's last lsn {last} (the log lost a tail)",
+                loaded.lsn
+            );
+            skip(&mut skipped, path.clone(), reason);
+            let mut aside = path.clone().into_os_string();
+            aside.push(".untrusted");
+            if let Err(e) = std::fs::rename(&path, &aside) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot set an untrusted snapshot aside");
+                return (None, skipped);
+            }
+            continue; // an older snapshot may fit
+        }
+        if loaded.state.generation != generation {
+            let reason = format!(
+                "taken in log generation {}, the log is at generation {generation} (compaction rewrote history)",
+                loaded.state.generation
+            );
+            // Older snapshots are of the same or an older generation.
+            skip(&mut skipped, path, reason);
+            return (None, skipped);
+        }
+        if loaded.state.state.max_messages() != opts.max_messages.max(1) {
+            let reason = format!(
+                "folded with max_messages {}, the store uses {}",
+                loaded.state.state.max_messages(),
+                opts.max_messages
+            );
+            skip(&mut skipped, path, reason);
+            return (None, skipped);
+        }
+        return (
+            Some(Base {
+                state: loaded.state.state,
+                lsn: loaded.lsn,
+                info: Some(loaded.info),
+            }),
+            skipped,
+        );
+    }
+}
+
+/// Folds the records of `view` after `after` into `state`; returns the last
+/// LSN applied (`after` if none) and how many records were folded.
+pub(super) fn fold_tail(
+    view: &LogView,
+    state: &mut State,
+    after: Lsn,
+) -> Result<(Lsn, u64), ScanError> {
+    let mut last = after;
+    let mut n = 0u64;
+    for rec in view.iter_from(after + 1) {
+        let rec = rec?;
+        state
+            .apply_payload(rec.lsn, rec.payload)
+            .map_err(|source| ScanError::Decode {
+                lsn: rec.lsn,
+                source,
+            })?;
+        last = rec.lsn;
+        n += 1;
+    }
+    Ok((last, n))
+}
+
+/// Snapshot bookkeeping shared by the store and its thread.
+pub(super) struct SnapShared {
+    /// Held while a snapshot is written; holds the last snapshot's LSN.
+    lock: Mutex<Option<Lsn>>,
+    signal: Mutex<Signal>,
+    cv: Condvar,
+}
+
+#[derive(Default)]
+struct Signal {
+    nudged: bool,
+    stop: bool,
+}
+
+impl SnapShared {
+    pub(super) fn new(last: Option<Lsn>) -> Self {
+        SnapShared {
+            lock: Mutex::new(last),
+            signal: Mutex::new(Signal::default()),
+            cv: Condvar::new(),
+        }
+    }
+    fn last(&self) -> MutexGuard<'_, Option<Lsn>> {
+        self.lock.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn signal(&self) -> MutexGuard<'_, Signal> {
+        self.signal.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Arms the count trigger at `lsn` + N (or disarms it).
+fn arm(core: &Core, lsn: Lsn) {
+    let every = core.opts.snapshot_every_events;
+    let at = if every == 0 {
+        u64::MAX
+    } else {
+        lsn.saturating_add(every)
+    };
+    core.next_snapshot.store(at, Ordering::Relaxed);
+}
+
+/// Called by an appender past the threshold: wakes the thread once.
+pub(super) fn nudge(core: &Core) {
+    let armed = core.next_snapshot.swap(u64::MAX, Ordering::Relaxed);
+    if armed == u64::MAX {
+        return; // another appender already nudged
+    }
+    core.snap.signal().nudged = true;
+    core.snap.cv.notify_one();
+}
+
+/// Starts the snapshot thread when a count or time trigger is configured.
+pub(super) fn start(core: &std::sync::Arc<Core>) -> Option<JoinHandle<()>> {
+    let opts = &core.opts;
+    if opts.snapshot_every_events == 0 && opts.snapshot_every_secs == 0 {
+        return None;
+    }
+    arm(core, core.read().applied.max(core.report.base_lsn));
+    let core = std::sync::Arc::clone(core);
+    let spawned = std::thread::Builder::new()
+        .name("agentlog-snapshot".into())
+        .spawn(move || run(&core));
+    match spawned {
+        Ok(h) => Some(h),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot start the snapshot thread; snapshots only on close and on demand");
+            None
+        }
+    }
+}
+
+fn run(core: &Core) {
+    // No time trigger: wake up rarely, only to re-check the flags.
+    let period = match core.opts.snapshot_every_secs {
+        0 => Duration::from_secs(3600),
+        s => Duration::from_secs(s),
+    };
+    let mut due = Instant::now() + period;
+    loop {
+        let mut sig = core.snap.signal();
+        while !sig.nudged && !sig.stop {
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            sig = core
+                .snap
+                .cv
+                .wait_timeout(sig, due - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if sig.stop {
+            return;
+        }
+        let nudged = std::mem::take(&mut sig.nudged);
+        drop(sig);
+        let timed = core.opts.snapshot_every_secs > 0 && Instant::now() >= due;
+        if nudged || timed {
+            if let Err(e) = snapshot_if_new(core) {
+                tracing::warn!(dir = %core.dir.display(), error = %e, "automatic snapshot failed");
+                // Retry at the next trigger rather than on every append.
+                arm(core, core.read().applied);
+            }
+        }
+        if timed || nudged {
+            due = Instant::now() + period;
+        }
+    }
+}
+
+/// Stops and joins the snapshot thread (if any).
+pub(super) fn stop(core: &Core, handle: Option<JoinHandle<()>>) {
+    if let Some(h) = handle {
+        core.snap.signal().stop = true;
+        core.snap.cv.notify_all();
+        if h.join().is_err() {
+            tracing::warn!(dir = %core.dir.display(), "the snapshot thread panicked");
+        }
+    }
+}
+
+/// Snapshots when something was applied since the last snapshot.
+pub(super) fn snapshot_if_new(core: &Core) -> StoreResult<Option<SnapshotInfo>> {
+    take(core)
+}
+
+/// Takes a snapshot (and the export configured with it) unless the state is
+/// the last snapshot's.
+fn take(core: &Core) -> StoreResult<Option<SnapshotInfo>> {
+    // Held through the export too, so exports publish in snapshot order.
+    let mut last = core.snap.last();
+    // Read the generation before the state: if compaction switches in
+    // between, the snapshot claims the older generation and is distrusted,
+    // never the other way round.
+    let generation = core.log.stats().generation;
+    let (state, lsn) = {
+        let g = core.read();
+        if *last == Some(g.applied) || (last.is_none() && g.applied == 0) {
+            return Ok(None);
+        }
+        (g.state.clone(), g.applied)
+    };
+    write_and_export(core, &mut last, generation, &state, lsn).map(Some)
+}
+
+/// Writes the snapshot of (`state`, `lsn`) once the log is durable up to
+/// `lsn`, then exports when configured.
+fn write_and_export(
+    core: &Core,
+    last: &mut Option<Lsn>,
+    generation: u64,
+    state: &State,
+    lsn: Lsn,
+) -> StoreResult<SnapshotInfo> {
+    arm(core, lsn);
+    if lsn > 0 {
+        core.log.wait_durable(lsn)?;
+    }
+    let payload = PayloadRef { generation, state };
+    let info = snapshot::write(
+        &snapshot_dir(&core.dir),
+        lsn,
+        &payload,
+        core.opts.snapshots_kept,
+    )?;
+    *last = Some(lsn);
+    if let Some(path) = &core.opts.export_path {
+        export_agents(state, path, core.opts.export_strict)?;
+    }
+    Ok(info)
+}
+
+/// Renders and publishes `state`'s agents (registration order) at `path`.
+pub(super) fn export_agents(state: &State, path: &Path, strict: bool) -> StoreResult<ExportReport> {
+    Ok(crate::export::export_to(
+        path,
+        state.agents().iter(),
+        &ExportOptions { strict },
+        &PublishOptions::default(),
+    )?)
+}
+
+impl Store {
+    /// Takes a snapshot now (even if nothing changed since the last one),
+    /// then exports to `StoreOptions::export_path` when set. The snapshot
+    /// is on disk even if the export then fails (the error is returned).
+    pub fn snapshot(&self) -> StoreResult<SnapshotInfo> {
+        let core = &*self.core;
+        let mut last = core.snap.last();
+        let generation = core.log.stats().generation;
+        let (state, lsn) = {
+            let g = core.read();
+            (g.state.clone(), g.applied)
+        };
+        write_and_export(core, &mut last, generation, &state, lsn)
+    }
+
+    /// The folder holding this store's snapshot files.
+    pub fn snapshot_dir(&self) -> PathBuf {
+        snapshot_dir(&self.core.dir)
+    }
+}

@@ -1,0 +1,111 @@
+//! Schema-v4 `registry.json` export from, and import into, the [`Store`].
+//!
+//! Export renders the agents in registration order from a copy taken under
+//! the read lock (appenders wait only for the copy, not for rendering or the
+//! publish's fsyncs). Import parses the whole file first, validates every row
+//! against the current state under the write lock, and appends all rows as
+//! ONE durable record batch, so a file lands whole or not at all; any refusal
+//! changes nothing.
+//!
+//! Merge rule: a row whose name the store holds is refused (naming file, row
+//! and agent) unless that agent has finished (`failed`, `exited`,
+//! `permanent_dead`); a finished holder is replaced by the imported row,
+//! exactly as a registration starts a new life of a finished name.
+
+use super::{Store, StoreError, StoreResult};
+use crate::export::ExportReport;
+use crate::import;
+use crate::registry::commands::NAME_MAX;
+use crate::registry::error::check_text;
+use crate::registry::{EventKind, Lsn};
+use crate::time::Timestamp;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How long an import waits for the shared lock on `<file>.lock`.
+const IMPORT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What [`Store::import_registry`] brought in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportReport {
+    pub file: PathBuf,
+    /// `None` for an empty file (which imports nothing).
+    pub schema_version: Option<u32>,
+    /// Rows imported (one `AgentImported` event each).
+    pub imported: usize,
+    /// Finished agents the import replaced, in file order.
+    pub replaced: Vec<String>,
+    /// LSNs of the imported rows, in file order (`None`: nothing imported).
+    pub lsns: Option<RangeInclusive<Lsn>>,
+}
+
+impl Store {
+    /// Renders the agents (registration order) as schema-v4 `registry.json`
+    /// and publishes it at `path` (default `StoreOptions::export_path`)
+    /// under both writers' locks. With `strict`, an agent an existing reader
+    /// cannot accept fails the export instead of being left out.
+    pub fn export(&self, path: Option<&Path>, strict: bool) -> StoreResult<ExportReport> {
+        let path = path
+            .or(self.core.opts.export_path.as_deref())
+            .ok_or(StoreError::NoExportPath)?;
+        // Copy only the agents: messages and sessions are not exported.
+        let agents = self.with_state(|s, _| s.agents().as_slice().to_vec());
+        Ok(crate::export::export_to(
+            path,
+            agents.iter(),
+            &crate::export::ExportOptions { strict },
+            &crate::export::PublishOptions::default(),
+        )?)
+    }
+
+    /// Imports a schema 1–4 `registry.json` (see `crate::import`) as one
+    /// durable batch of `AgentImported` events at the current time. Refused
+    /// (changing nothing) when the file is refused by the parser, or a row
+    /// names an agent that is registered here and not finished (see the
+    /// module docs for the merge rule).
+    pub fn import_registry(&self, path: &Path) -> StoreResult<ImportReport> {
+        let parsed = import::read_registry_file(path, IMPORT_LOCK_TIMEOUT)?;
+        let schema_version = parsed.schema_version;
+        let events = import::to_events(parsed, Timestamp::now());
+        let file = || path.to_path_buf();
+        let mut replaced = Vec::new();
+        let lsns = {
+            let mut g = self.write();
+            // `parse_registry` returns every row or none, so event i is row i.
+            for (row, e) in events.iter().enumerate() {
+                let EventKind::AgentImported(agent) = &e.kind else {
+                    continue;
+                };
+                check_text("agent name", &agent.name, NAME_MAX).map_err(|source| {
+                    StoreError::ImportRow {
+                        file: file(),
+                        row,
+                        source,
+                    }
+                })?;
+                if let Some(held) = g.state.agent(&agent.name) {
+                    if !held.is_finished() {
+                        return Err(StoreError::ImportConflict {
+                            file: file(),
+                            row,
+                            agent: agent.name.clone(),
+                            status: held.status,
+                        });
+                    }
+                    replaced.push(agent.name.clone());
+                }
+            }
+            self.append_apply(&mut g, &events)?
+        };
+        // Imports are always durable, whatever `command_durability` says.
+        self.finish(lsns.last().copied(), crate::log::Durability::Durable)?;
+        Ok(ImportReport {
+            file: file(),
+            schema_version,
+            imported: lsns.len(),
+            replaced,
+            lsns: lsns.first().zip(lsns.last()).map(|(a, b)| *a..=*b),
+        })
+    }
+}
