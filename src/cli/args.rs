@@ -318,10 +318,8 @@ pub struct Export {
 
 #[derive(Debug, Args)]
 pub struct Import {
-    /// A registry.json of schema 1 to 4
+    /// A registry.json of schema 1 to 4 (imported as one batch, now)
     pub file: PathBuf,
-    #[command(flatten)]
-    pub at: At,
 }
 
 #[derive(Debug, Args)]

@@ -339,34 +339,35 @@ fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode>
 }
 
 fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode> {
-    let imp = with_store(&dir, |s| {
-        Ok(ops::import(
-            s,
-            &a.file,
-            a.at.at,
-            &mut Bar::new(ui, "import"),
-        )?)
-    })?;
+    let rep = with_store(&dir, |s| Ok(s.import_registry(&a.file)?))?;
+    let lsns = rep
+        .lsns
+        .as_ref()
+        .map(|r| json!({"first": r.start(), "last": r.end()}));
     if ui.json {
-        let agents: Vec<_> = imp
-            .agents
-            .iter()
-            .map(|(lsn, name)| json!({"name": name, "lsn": lsn}))
-            .collect();
         output::json(
             w,
-            &json!({"file": a.file, "schema_version": imp.schema_version, "agents": agents}),
+            &json!({
+                "file": rep.file,
+                "schema_version": rep.schema_version,
+                "imported": rep.imported,
+                "replaced": rep.replaced,
+                "lsns": lsns,
+            }),
         )?;
     } else {
-        let v = imp
+        let v = rep
             .schema_version
             .map_or("empty file".to_string(), |v| format!("schema {v}"));
         writeln!(
             w,
             "imported {} agents from {} ({v})",
-            imp.agents.len(),
-            a.file.display()
+            rep.imported,
+            rep.file.display()
         )?;
+        if !rep.replaced.is_empty() {
+            writeln!(w, "replaced finished agents: {}", rep.replaced.join(", "))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

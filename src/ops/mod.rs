@@ -25,9 +25,6 @@ use crate::time::Timestamp;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Snapshots kept by [`snapshot`].
-pub const SNAPSHOTS_KEPT: usize = 3;
-
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OpsError {
@@ -111,40 +108,40 @@ pub fn require_store(dir: &Path) -> Result<()> {
     }
 }
 
-/// Loads the newest intact snapshot of the store (damaged ones are skipped
-/// with a warning by `snapshot::load_newest`), unless it claims more of the
-/// log than the log holds, or predates the log's current compacted
-/// generation (its MANIFEST is newer): folded with a compacted log, such a
-/// snapshot would resurrect retired agents. Then the whole log is folded.
-fn newest_snapshot(dir: &Path, last_lsn: Option<Lsn>) -> Result<Option<(State, Lsn)>> {
-    let Some(loaded) = crate::snapshot::load_newest::<State>(&snapshot_dir(dir))? else {
+/// Loads the newest intact store snapshot that `Store::open` would trust
+/// too: it covers no LSN beyond the log's last, was taken in the log's
+/// current compaction generation (an older one would resurrect retired
+/// agents), and was folded with the default message cap. Otherwise the whole
+/// log is folded.
+fn newest_snapshot(dir: &Path, r: &LogReader) -> Result<Option<(State, Lsn)>> {
+    let Some(loaded) =
+        crate::snapshot::load_newest::<crate::store::SnapshotPayload>(&snapshot_dir(dir))?
+    else {
         return Ok(None);
     };
-    if loaded.lsn > last_lsn.unwrap_or(0) {
+    let path = loaded.info.path.display();
+    if loaded.lsn > r.last_lsn().unwrap_or(0) {
+        tracing::warn!(snapshot = %path, "snapshot is ahead of the log; folding the whole log");
+        return Ok(None);
+    }
+    if loaded.state.generation != r.generation() {
         tracing::warn!(
-            snapshot = %loaded.info.path.display(),
-            "snapshot is ahead of the log; folding the whole log"
+            snapshot = %path,
+            "snapshot taken in log generation {}, the log is at generation {} (compacted since); folding the whole log",
+            loaded.state.generation,
+            r.generation()
         );
         return Ok(None);
     }
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if let (Some(snap), Some(manifest)) = (
-        mtime(&loaded.info.path),
-        mtime(&log_dir(dir).join("MANIFEST")),
-    ) {
-        if snap < manifest {
-            tracing::warn!(
-                snapshot = %loaded.info.path.display(),
-                "snapshot predates the last compaction; folding the whole log"
-            );
-            return Ok(None);
-        }
+    if loaded.state.state.max_messages() != StoreOptions::default().max_messages {
+        return Ok(None);
     }
-    Ok(Some((loaded.state, loaded.lsn)))
+    Ok(Some((loaded.state.state, loaded.lsn)))
 }
 
-/// Opens the store in `dir` for writing (taking the writer lock), resuming
-/// the fold from its newest snapshot. `create` allows a new store.
+/// Opens the store in `dir` for writing (taking the writer lock); the
+/// store resumes from its newest trusted snapshot. `create` allows a new
+/// store.
 pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
     if create {
         if dir.exists() && !dir.is_dir() {
@@ -153,16 +150,7 @@ pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
     } else {
         require_store(dir)?;
     }
-    let opts = StoreOptions::default();
-    let base = if create && !log_dir(dir).exists() {
-        None
-    } else {
-        let last = LogReader::open(&log_dir(dir))
-            .ok()
-            .and_then(|r| r.last_lsn());
-        newest_snapshot(dir, last)?
-    };
-    Ok(Store::open_from(dir, opts, base)?)
+    Ok(Store::open(dir, StoreOptions::default())?)
 }
 
 /// Opens the log of the store in `dir` read-only, refusing a damaged log.
@@ -265,8 +253,7 @@ pub fn current(dir: &Path, progress: &mut dyn Progress) -> Result<(State, Lsn)> 
     let r = reader(dir)?;
     let view = r.view();
     progress.start(r.last_lsn().unwrap_or(0));
-    let (mut state, after) =
-        newest_snapshot(dir, r.last_lsn())?.unwrap_or_else(|| (State::default(), 0));
+    let (mut state, after) = newest_snapshot(dir, &r)?.unwrap_or_else(|| (State::default(), 0));
     let last = history::fold_view(&view, &mut state, after, Until::End)?;
     progress.finish();
     Ok((state, last))
@@ -381,14 +368,10 @@ pub fn init(dir: &Path) -> Result<Initialized> {
     })
 }
 
-/// Writes a snapshot of the store's folded state (keeping the newest
-/// [`SNAPSHOTS_KEPT`]); returns its file and the LSN it covers.
+/// Writes a snapshot of the store's folded state now; returns its file and
+/// the LSN it covers.
 pub fn snapshot(store: &Store) -> Result<crate::snapshot::SnapshotInfo> {
-    // Make everything the snapshot covers durable first: a snapshot must
-    // never be ahead of the log after a crash.
-    store.sync()?;
-    let dir = snapshot_dir(store.dir());
-    Ok(store.with_state(|state, lsn| crate::snapshot::write(&dir, lsn, state, SNAPSHOTS_KEPT))?)
+    Ok(store.snapshot()?)
 }
 
 /// Publishes the store's registry as schema-v4 `registry.json` at `path`
@@ -399,50 +382,8 @@ pub fn export(
     strict: bool,
 ) -> Result<(PathBuf, crate::export::ExportReport)> {
     let path = path.map_or_else(|| registry_json(store.dir()), Path::to_path_buf);
-    let opts = crate::export::ExportOptions { strict };
-    let (bytes, report) =
-        store.with_state(|state, _| crate::export::render_v4(state.agents().iter(), &opts))?;
-    crate::export::publish(&path, &bytes)?;
+    let report = store.export(Some(&path), strict)?;
     Ok((path, report))
-}
-
-/// What an import brought in.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Imported {
-    pub schema_version: Option<u32>,
-    /// (LSN, agent name) of each imported row, in file order.
-    pub agents: Vec<(Lsn, String)>,
-}
-
-/// Imports a `registry.json` (schema 1–4) into the store, one
-/// `AgentImported` event per row at time `at`. The whole file is parsed and
-/// checked first: a refused file appends nothing.
-pub fn import(
-    store: &Store,
-    file: &Path,
-    at: Option<Timestamp>,
-    progress: &mut dyn Progress,
-) -> Result<Imported> {
-    let parsed = crate::import::read_registry_file(file, Duration::from_secs(10))?;
-    let schema_version = parsed.schema_version;
-    let at = at.unwrap_or_else(Timestamp::now);
-    let mut agents = Vec::new();
-    progress.start(parsed.rows.len() as u64);
-    for (i, ev) in crate::import::to_events(parsed, at).into_iter().enumerate() {
-        if i % 1024 == 0 {
-            progress.advance(i as u64);
-        }
-        if let crate::registry::EventKind::AgentImported(agent) = ev.kind {
-            let name = agent.name.clone();
-            let lsn = store.import_agent(*agent, Some(ev.at))?;
-            agents.push((lsn, name));
-        }
-    }
-    progress.finish();
-    Ok(Imported {
-        schema_version,
-        agents,
-    })
 }
 
 /// Copies every valid record of the store at `dir` into a new store at `out`
@@ -468,36 +409,21 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
 
 /// Compacts the store at `dir` (SPEC §4) judging retention at `now`
 /// (default: the clock); a dry run reports what would be dropped and changes
-/// nothing. Takes the writer lock.
-///
-/// Snapshots taken before a compaction would resurrect retired agents if
-/// folded with the compacted log, so they are deleted before the log is
-/// rewritten (a crash in between leaves no snapshot: the next open refolds),
-/// and a fresh snapshot of the compacted state is written afterwards.
+/// nothing. Takes the writer lock; the store snapshots the new generation
+/// (snapshots of the old one are no longer trusted).
 pub fn compact(
     dir: &Path,
     now: Option<Timestamp>,
     dry_run: bool,
 ) -> Result<crate::compact::CompactionReport> {
-    require_store(dir)?;
-    let opts = StoreOptions::default();
-    let (log, _) = log::Log::open(&log_dir(dir), opts.log.clone())?;
+    let store = open_store(dir, false)?;
     let copts = crate::compact::CompactOptions {
         dry_run,
         ..Default::default()
     };
-    if !dry_run {
-        for s in crate::snapshot::list(&snapshot_dir(dir))? {
-            std::fs::remove_file(&s.path).map_err(|e| crate::Error::io(&s.path, e))?;
-        }
-    }
-    let now = now.unwrap_or_else(Timestamp::now);
-    let (c, full) = crate::compact::compact_log(&log, opts.max_messages, now, &copts)?;
-    if !dry_run {
-        if let Some(last) = log.last_lsn() {
-            crate::snapshot::write(&snapshot_dir(dir), last, &full, SNAPSHOTS_KEPT)?;
-        }
-    }
-    log.close()?;
-    Ok(c.report)
+    let report = store.compact(now.unwrap_or_else(Timestamp::now), &copts);
+    let closed = store.close();
+    let report = report?;
+    closed?;
+    Ok(report)
 }
