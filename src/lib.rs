@@ -13,6 +13,7 @@ pub mod fslock;
 pub mod import;
 pub mod log;
 pub mod model;
+pub mod ops;
 pub mod registry;
 pub mod snapshot;
 pub mod store;

@@ -1,0 +1,138 @@
+//! `agentlog bench heartbeats | scaling`: runs the benchmark harness
+//! (`agentlog::bench`) and prints its measured figures (text or `--json`).
+//! The harness refuses to report a figure it did not measure; this layer
+//! only formats.
+
+use super::args;
+use super::commands::W;
+use super::output::{self, Ui};
+use super::reports::human_bytes;
+use super::Usage;
+use agentlog::bench::heartbeats::{run_heartbeats, HeartbeatBenchConfig, HeartbeatReport};
+use agentlog::bench::scaling::{run_scaling_on, write_outputs};
+use agentlog::bench::targets::StoreTarget;
+use agentlog::bench::BenchError;
+use anyhow::Result;
+use serde_json::json;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
+    let mut out = std::io::stdout().lock();
+    match b {
+        args::Bench::Heartbeats(a) => {
+            let cfg = HeartbeatBenchConfig {
+                agents: a.agents,
+                seconds: a.seconds,
+                writers: a.writers,
+                durable: a.durable,
+                mix: a.mix.unwrap_or_default(),
+                dir,
+                compare: a.compare,
+            };
+            let rep = run_heartbeats(&cfg).map_err(usage)?;
+            if ui.json {
+                output::json(&mut out, &rep)?;
+            } else {
+                print_heartbeats(&mut out, &rep)?;
+            }
+        }
+        args::Bench::Scaling(a) => {
+            let rows = run_scaling_on(
+                &a.agents,
+                &a.writers,
+                a.seconds,
+                a.durable,
+                dir.as_deref(),
+                StoreTarget::factory,
+            )
+            .map_err(usage)?;
+            let (csv, svg) = write_outputs(&rows, &a.out)?;
+            if ui.json {
+                output::json(&mut out, &json!({"rows": rows, "csv": csv, "svg": svg}))?;
+            } else {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.agents.to_string(),
+                            r.writers.to_string(),
+                            format!("{:.0}", r.events_per_s),
+                            format!("{:.2}", r.p50_us),
+                            format!("{:.2}", r.p99_us),
+                            format!("{:.2}", r.p999_us),
+                        ]
+                    })
+                    .collect();
+                output::table(
+                    &mut out,
+                    &[
+                        "AGENTS",
+                        "WRITERS",
+                        "EVENTS/S",
+                        "P50 µs",
+                        "P99 µs",
+                        "P99.9 µs",
+                    ],
+                    &table,
+                )?;
+                writeln!(out, "wrote {} and {}", csv.display(), svg.display())?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_heartbeats(w: &mut W, r: &HeartbeatReport) -> Result<()> {
+    let mode = if r.durable { "durable" } else { "lazy" };
+    writeln!(
+        w,
+        "{} {mode} events from {} writer(s) on {} agents in {:.2} s ({} heartbeats, {} status changes, {} posts) — target `{}`",
+        r.events, r.writers, r.agents, r.seconds, r.heartbeats, r.status_changes, r.posts, r.target
+    )?;
+    writeln!(w, "events/s     {:.0}", r.events_per_s)?;
+    writeln!(
+        w,
+        "latency      p50 {:.2} µs, p99 {:.2} µs, p99.9 {:.2} µs, max {:.2} µs",
+        r.p50_us, r.p99_us, r.p999_us, r.max_us
+    )?;
+    writeln!(
+        w,
+        "bytes/event  {:.1}; log {}; peak RSS {}",
+        r.bytes_per_event,
+        human_bytes(r.log_bytes),
+        human_bytes(r.peak_rss_bytes)
+    )?;
+    if let (Some(b), Some(ratio)) = (r.baseline_events_per_s, r.ratio) {
+        writeln!(
+            w,
+            "whole-file JSON rewrite (flock + fsync + rename per event): {b:.0} events/s; agentlog is {ratio:.0}× faster"
+        )?;
+    }
+    let m = &r.machine;
+    writeln!(
+        w,
+        "machine      {} cores, {}, kernel {}, {} on {} ({})",
+        m.cores,
+        m.cpu_model,
+        m.kernel,
+        m.fs_type,
+        m.device,
+        match m.rotational {
+            Some(true) => "rotational",
+            Some(false) => "SSD",
+            None => "disk kind unknown",
+        }
+    )?;
+    Ok(())
+}
+
+/// A bad benchmark configuration is a usage error (exit 2).
+fn usage(e: BenchError) -> anyhow::Error {
+    match e {
+        BenchError::Config(m) => Usage(format!("invalid benchmark configuration: {m}")).into(),
+        e => e.into(),
+    }
+}

@@ -1,0 +1,238 @@
+//! `agentlog demo`: runs `ops::demo::demo` in a fresh directory and prints
+//! the tour: what the fleet did, stats, the registry, one agent's audit,
+//! where the files are, and the schema-v4 conformance checker's verdict on
+//! the exported `registry.json` (when python3 and the checker are present).
+
+use super::commands::W;
+use super::output::{self, Ui};
+use super::reports::{print_compaction, print_stats};
+use super::{args, view};
+use agentlog::ops::demo::{demo, DemoOptions, DemoReport};
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Registry rows and audit lines printed in the text tour (the rest are
+/// counted, with the command that shows them).
+const SHOWN_ROWS: usize = 15;
+const SHOWN_AUDIT: usize = 30;
+
+pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
+    let dir = match dir {
+        Some(d) => d,
+        None => tempfile::Builder::new()
+            .prefix("agentlog-demo-")
+            .tempdir()
+            .context("creating a temporary directory for the demo")?
+            .keep(),
+    };
+    let opts = DemoOptions {
+        agents: a.agents,
+        hours: a.hours,
+        seed: a.seed,
+        ..DemoOptions::default()
+    };
+    let spinner = ui.spinner("running the simulated fleet");
+    let rep = demo(&dir, &opts);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let rep = rep?;
+    let check = conformance(&rep.export_path);
+    let mut out = std::io::stdout().lock();
+    if ui.json {
+        print_json(&mut out, &rep, &check)?;
+    } else {
+        print_text(&mut out, &rep, &check)?;
+    }
+    out.flush()?;
+    Ok(match check {
+        Check::Rejected(_) => {
+            eprintln!(
+                "agentlog: the exported {} was rejected by the schema-v4 conformance checker",
+                rep.export_path.display()
+            );
+            ExitCode::from(1)
+        }
+        _ => ExitCode::SUCCESS,
+    })
+}
+
+/// The conformance checker's verdict.
+enum Check {
+    Accepted,
+    Rejected(String),
+    Skipped(String),
+}
+
+/// Runs `../shared/conformance/check_registry_v4.py FILE --expect-version 4`
+/// (beside the repository; one level further up from a git worktree).
+fn conformance(file: &Path) -> Check {
+    let candidates = [
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../shared/conformance/check_registry_v4.py"
+        ),
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/conformance/check_registry_v4.py"
+        ),
+    ];
+    let Some(script) = candidates.iter().map(Path::new).find(|p| p.exists()) else {
+        return Check::Skipped(format!("{} is absent", candidates[0]));
+    };
+    match std::process::Command::new("python3")
+        .arg(script)
+        .arg(file)
+        .args(["--expect-version", "4"])
+        .output()
+    {
+        Err(e) => Check::Skipped(format!("python3 cannot be run: {e}")),
+        Ok(o) if o.status.success() => Check::Accepted,
+        Ok(o) => Check::Rejected(format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )),
+    }
+}
+
+fn print_json(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
+    let c = &rep.counts;
+    let (verdict, detail) = match check {
+        Check::Accepted => ("accepted", String::new()),
+        Check::Rejected(d) => ("rejected", d.clone()),
+        Check::Skipped(d) => ("skipped", d.clone()),
+    };
+    let mut compaction = serde_json::to_value(&rep.compaction)?;
+    compaction["now"] = view::time(rep.compaction.now);
+    output::json(
+        w,
+        &json!({
+            "dir": rep.dir,
+            "simulated": {"from": view::time(rep.start), "to": view::time(rep.end)},
+            "fleet": {
+                "registrations": c.registrations, "heartbeats": c.heartbeats,
+                "status_changes": c.status_changes, "posts": c.posts, "reads": c.reads,
+                "session_events": c.sessions, "completed": c.completed, "failed": c.failed,
+                "hung": c.hung, "died": c.died, "swept": c.swept,
+            },
+            "snapshot": {"path": rep.snapshot.path, "lsn": rep.snapshot.lsn, "bytes": rep.snapshot.len},
+            "export": {"path": rep.export_path, "rows": rep.export.rows, "skipped": rep.export.skipped.len(),
+                       "conformance": verdict, "conformance_detail": detail},
+            "compaction": compaction,
+            "stats": {"events": rep.stats.events, "agents": rep.stats.agents,
+                      "messages": rep.stats.messages, "segments": rep.stats.segments,
+                      "used_bytes": rep.stats.used_bytes},
+            "registry": rep.registry.iter().map(view::agent).collect::<Vec<_>>(),
+            "featured": rep.featured,
+            "audit": rep.audit.iter().map(view::audit_line).collect::<Vec<_>>(),
+            "elapsed_ms": rep.elapsed_ms,
+        }),
+    )?;
+    Ok(())
+}
+
+fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
+    let c = &rep.counts;
+    writeln!(
+        w,
+        "== agentlog demo: a simulated fleet from {} to {} ({} ms of real time)",
+        rep.start, rep.end, rep.elapsed_ms
+    )?;
+    writeln!(
+        w,
+        "{} registrations, {} heartbeats, {} status changes, {} messages posted, {} inboxes read, {} session events",
+        c.registrations, c.heartbeats, c.status_changes, c.posts, c.reads, c.sessions
+    )?;
+    writeln!(
+        w,
+        "lives ended: {} completed, {} failed, {} hung (lease expired), {} died (process gone); sweeps recorded {} status changes",
+        c.completed, c.failed, c.hung, c.died, c.swept
+    )?;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "== snapshot: lsn {} ({})",
+        rep.snapshot.lsn,
+        super::reports::human_bytes(rep.snapshot.len)
+    )?;
+    writeln!(
+        w,
+        "== export: {} agents to {}",
+        rep.export.rows,
+        rep.export_path.display()
+    )?;
+    match check {
+        Check::Accepted => writeln!(
+            w,
+            "   schema-v4 conformance checker: ACCEPTED (every existing reader reads it)"
+        )?,
+        Check::Rejected(d) => writeln!(w, "   schema-v4 conformance checker: REJECTED\n{d}")?,
+        Check::Skipped(d) => writeln!(w, "   schema-v4 conformance check skipped: {d}")?,
+    }
+    writeln!(w)?;
+    writeln!(w, "== compaction")?;
+    print_compaction(w, &rep.compaction)?;
+    writeln!(w)?;
+    writeln!(w, "== stats")?;
+    print_stats(w, &rep.dir, &rep.stats)?;
+    writeln!(w)?;
+    writeln!(w, "== registry ({} agents)", rep.registry.len())?;
+    let rows: Vec<_> = rep
+        .registry
+        .iter()
+        .take(SHOWN_ROWS)
+        .map(view::agent_row)
+        .collect();
+    output::table(w, &view::AGENT_HEADERS, &rows)?;
+    if rep.registry.len() > SHOWN_ROWS {
+        writeln!(
+            w,
+            "… {} more: agentlog --dir {} list --all",
+            rep.registry.len() - SHOWN_ROWS,
+            rep.dir.display()
+        )?;
+    }
+    writeln!(w)?;
+    writeln!(w, "== audit of `{}`", rep.featured)?;
+    let rows: Vec<_> = rep
+        .audit
+        .iter()
+        .take(SHOWN_AUDIT)
+        .map(|l| {
+            vec![
+                l.at.to_string(),
+                l.lsn.to_string(),
+                output::clip(&l.what, 72),
+                l.why.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    output::table(w, &["TIME", "LSN", "EVENT", "WHY"], &rows)?;
+    if rep.audit.len() > SHOWN_AUDIT {
+        writeln!(
+            w,
+            "… {} more: agentlog --dir {} audit {}",
+            rep.audit.len() - SHOWN_AUDIT,
+            rep.dir.display(),
+            rep.featured
+        )?;
+    }
+    writeln!(w)?;
+    writeln!(w, "== files")?;
+    writeln!(w, "store     {}", rep.dir.display())?;
+    writeln!(w, "log       {}", rep.dir.join("log").display())?;
+    writeln!(w, "snapshots {}", rep.dir.join("snapshots").display())?;
+    writeln!(w, "export    {}", rep.export_path.display())?;
+    writeln!(
+        w,
+        "try: agentlog --dir {} audit {}   |   replay --at {}   |   verify",
+        rep.dir.display(),
+        rep.featured,
+        rep.start.add_secs(3600)
+    )?;
+    Ok(())
+}

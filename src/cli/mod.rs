@@ -1,0 +1,108 @@
+//! The `agentlog` command line: parse (clap), call one library function per
+//! subcommand, print (table or `--json`), and map the outcome to an exit code:
+//! 0 success, 1 a refused command or damage found, 2 usage. Every error is one
+//! line on stderr, `agentlog: <what was wrong>`; bad input never panics.
+
+pub mod args;
+mod bench;
+mod commands;
+mod demo;
+pub mod output;
+mod reports;
+mod view;
+
+use args::Cli;
+use clap::error::ErrorKind;
+use clap::Parser;
+use std::process::ExitCode;
+
+/// A usage error found after parsing (e.g. no store directory can be chosen):
+/// exit 2 like a clap error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
+    init_tracing();
+    match commands::run(cli) {
+        Ok(code) => code,
+        Err(e) => report(&e),
+    }
+}
+
+/// Library warnings (a torn tail truncated, an agent left out of an export)
+/// go to stderr; `AGENTLOG_LOG` tunes the level.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGENTLOG_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+fn clap_error(e: clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(e.exit_code().clamp(0, 255) as u8)
+        }
+        _ => {
+            // clap's message, without its usage block and tip, on one line.
+            let text = e.to_string();
+            let msg: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let msg = msg.join(" ");
+            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+            eprintln!("agentlog: {msg} (see --help)");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints `e` as one line and picks the exit code.
+fn report(e: &anyhow::Error) -> ExitCode {
+    // A closed pipe (`agentlog log | head`) is the reader's choice, not an error.
+    if e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    }) {
+        return ExitCode::SUCCESS;
+    }
+    let line = one_line(e);
+    eprintln!("agentlog: {line}");
+    if e.downcast_ref::<Usage>().is_some() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// The error and its causes on one line, `outer: inner`, leaving out a cause
+/// whose text the line already carries (many errors embed their source).
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if line.contains(&msg) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&msg);
+    }
+    line.replace('\n', "; ")
+}

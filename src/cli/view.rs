@@ -1,0 +1,105 @@
+//! JSON and table views of library values: times as RFC 3339 text (the
+//! library keeps milliseconds), absent values as `null`.
+
+use agentlog::model::Agent;
+use agentlog::ops::audit::AuditLine;
+use agentlog::registry::{Lsn, Message};
+use agentlog::time::Timestamp;
+use serde_json::{json, Value};
+
+pub fn time(t: Timestamp) -> Value {
+    Value::String(t.to_string())
+}
+
+pub fn opt_time(t: Option<Timestamp>) -> Value {
+    t.map_or(Value::Null, time)
+}
+
+/// Every field of an agent row, for `list --json` and `replay --json`.
+pub fn agent(a: &Agent) -> Value {
+    json!({
+        "name": a.name,
+        "provider": a.provider,
+        "cwd": a.cwd,
+        "status": a.status.as_str(),
+        "status_message": a.status_message,
+        "status_cause": a.status_cause.as_str(),
+        "role": a.role,
+        "agent_type": a.agent_type,
+        "parent": a.parent,
+        "life": a.life,
+        "created_at": time(a.created_at),
+        "registered_at": time(a.registered_at),
+        "last_active": time(a.last_active),
+        "pid": a.pid,
+        "pid_start_time": a.pid_start_time,
+        "host_mode": a.host_mode.map(|h| h.as_str()),
+        "log_path": a.log_path,
+        "project_root": a.project_root,
+        "short_id": a.short_id,
+        "claude_short_id": a.claude_short_id,
+        "codex_session_id": a.codex_session_id,
+        "gemini_session_id": a.gemini_session_id,
+        "claude_session_uuid": a.claude_session_uuid,
+        "mcp_channel_id": a.mcp_channel_id,
+        "last_message_at": opt_time(a.last_message_at),
+        "last_reconciled_at": opt_time(a.last_reconciled_at),
+    })
+}
+
+/// The registry table's columns.
+pub const AGENT_HEADERS: [&str; 6] = [
+    "NAME",
+    "PROVIDER",
+    "STATUS",
+    "LAST ACTIVE",
+    "PID",
+    "MESSAGE",
+];
+
+pub fn agent_row(a: &Agent) -> Vec<String> {
+    vec![
+        a.name.clone(),
+        a.provider.clone(),
+        a.status.to_string(),
+        a.last_active.to_string(),
+        super::output::or_dash(a.pid),
+        super::output::clip(a.status_message.as_deref().unwrap_or(""), 60),
+    ]
+}
+
+pub fn audit_line(l: &AuditLine) -> Value {
+    let mut v = json!({
+        "at": time(l.at),
+        "lsn": l.lsn,
+        "kind": l.kind,
+        "what": l.what,
+        "why": l.why,
+    });
+    if let Some(run) = &l.run {
+        v["count"] = json!(run.count);
+        v["last_at"] = time(run.last_at);
+        v["last_lsn"] = json!(run.last_lsn);
+    }
+    v
+}
+
+pub fn message(m: &Message) -> Value {
+    json!({
+        "id": m.id,
+        "posted_at": time(m.posted_at),
+        "from": m.from,
+        "to": m.to,
+        "category": m.category,
+        "body": m.body,
+        "priority": m.priority.as_str(),
+        "privacy": m.privacy.as_str(),
+        "project_root": m.project_root,
+        "expires_at": time(m.expires_at),
+        "request_id": m.request_id,
+    })
+}
+
+pub fn lsn_at(p: Option<(Lsn, Timestamp)>) -> Value {
+    p.map_or(Value::Null, |(lsn, at)| json!({"lsn": lsn, "at": time(at)}))
+}

@@ -1,0 +1,193 @@
+//! One-line descriptions of events, for `audit` and `log`: what happened and
+//! why (the status message and its cause), from the point of view of one
+//! agent when given (a message it received reads "received", not "posted").
+
+use crate::model::StatusCause;
+use crate::registry::{EventKind, Lsn, RegistrationKind};
+
+/// What happened, and why when the event records a reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    pub what: String,
+    pub why: Option<String>,
+}
+
+/// Describes `kind` (recorded at `lsn`); `viewer` is the agent whose timeline
+/// this is, if any.
+pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description {
+    let mut why = None;
+    let what = match kind {
+        EventKind::AgentRegistered { reg, kind } => {
+            if viewer.is_some_and(|v| v != reg.name) {
+                format!("child `{}` registered", reg.name)
+            } else {
+                let verb = match kind {
+                    RegistrationKind::New => "registered",
+                    RegistrationKind::Renewal => "renewed registration",
+                    RegistrationKind::NewLife => "registered again (new life)",
+                };
+                let mut s = format!("{verb} `{}` provider={}", reg.name, reg.provider);
+                if let Some(p) = reg.pid {
+                    s.push_str(&format!(" pid={p}"));
+                }
+                if let Some(r) = &reg.role {
+                    s.push_str(&format!(" role={r}"));
+                }
+                if let Some(p) = &reg.parent {
+                    s.push_str(&format!(" parent={p}"));
+                }
+                s.push_str(&format!(" cwd={}", reg.cwd));
+                s
+            }
+        }
+        EventKind::Heartbeat { agent, pid } => match (viewer, pid) {
+            (Some(_), Some(p)) => format!("heartbeat pid={p}"),
+            (Some(_), None) => "heartbeat".to_string(),
+            (None, Some(p)) => format!("heartbeat `{agent}` pid={p}"),
+            (None, None) => format!("heartbeat `{agent}`"),
+        },
+        EventKind::StatusChanged {
+            agent,
+            status,
+            message,
+            cause,
+        } => {
+            why = match (cause, message) {
+                (StatusCause::Command, None) => None,
+                (StatusCause::Command, Some(m)) => Some(m.clone()),
+                (c, None) => Some(c.as_str().replace('_', " ")),
+                (c, Some(m)) => Some(format!("{}: {m}", c.as_str().replace('_', " "))),
+            };
+            match viewer {
+                Some(_) => format!("status → {status}"),
+                None => format!("status `{agent}` → {status}"),
+            }
+        }
+        EventKind::FieldsUpdated { agent, fields } => {
+            let names = updated_field_names(fields);
+            match viewer {
+                Some(_) => format!("updated {names}"),
+                None => format!("updated `{agent}`: {names}"),
+            }
+        }
+        EventKind::AgentRemoved { agent } => format!("removed `{agent}`"),
+        EventKind::MessagePosted(m) => {
+            let to =
+                m.to.as_deref()
+                    .map_or("all".to_string(), |t| format!("`{t}`"));
+            let body = clip(&m.body, 60);
+            if viewer.is_some_and(|v| v != m.from) {
+                format!(
+                    "received message #{lsn} from `{}` [{}]: {body}",
+                    m.from, m.category
+                )
+            } else {
+                format!(
+                    "posted message #{lsn} from `{}` to {to} [{}]: {body}",
+                    m.from, m.category
+                )
+            }
+        }
+        EventKind::MessagesRead { reader, ids } => {
+            // A long receipt names its first few ids (`log --json` has all).
+            let mut list: Vec<String> = ids.iter().take(4).map(|i| format!("#{i}")).collect();
+            if ids.len() > 4 {
+                list.push("…".to_string());
+            }
+            format!(
+                "`{reader}` read {} message(s) {}",
+                ids.len(),
+                list.join(" ")
+            )
+        }
+        EventKind::SessionOpened { key, ttl_ms } => format!(
+            "session opened {}/{}/{} ttl={}s",
+            key.source,
+            key.workspace,
+            key.session_id,
+            ttl_ms / 1000
+        ),
+        EventKind::SessionHeartbeat { key, .. } => format!(
+            "session heartbeat {}/{}/{}",
+            key.source, key.workspace, key.session_id
+        ),
+        EventKind::SessionClosed { key } => format!(
+            "session closed {}/{}/{}",
+            key.source, key.workspace, key.session_id
+        ),
+        EventKind::AgentImported(a) => {
+            why = Some("imported from registry.json".to_string());
+            format!(
+                "imported `{}` provider={} status={}",
+                a.name, a.provider, a.status
+            )
+        }
+    };
+    Description { what, why }
+}
+
+/// The names of the fields an update sets or clears.
+fn updated_field_names(f: &crate::registry::FieldUpdates) -> String {
+    let mut names = Vec::new();
+    macro_rules! field {
+        ($($name:ident),*) => {
+            $(if f.$name.is_some() { names.push(stringify!($name)); })*
+        };
+    }
+    field!(
+        claude_short_id,
+        codex_session_id,
+        gemini_session_id,
+        claude_session_uuid,
+        cc_session_id,
+        mcp_channel_id,
+        host_mode,
+        last_message_at,
+        log_path,
+        pid,
+        pid_start_time,
+        last_reconciled_at,
+        messaging_socket_path
+    );
+    if names.is_empty() {
+        "nothing".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let mut t: String = one_line.chars().take(max - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_changes_say_why() {
+        let k = EventKind::StatusChanged {
+            agent: "a".into(),
+            status: crate::model::Status::Exited,
+            message: Some("worker lease expired; register again before continuing".into()),
+            cause: StatusCause::LeaseExpired,
+        };
+        let d = describe(&k, 7, Some("a"));
+        assert_eq!(d.what, "status → exited");
+        assert_eq!(
+            d.why.as_deref(),
+            Some("lease expired: worker lease expired; register again before continuing")
+        );
+        assert_eq!(describe(&k, 7, None).what, "status `a` → exited");
+    }
+}
