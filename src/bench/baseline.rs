@@ -208,8 +208,7 @@ impl JsonRewriteRegistry {
 }
 
 // `File::lock` is flock(LOCK_EX) on Linux, the lock family both replaced
-// writers use. It is std since Rust 1.89 (the crate's declared MSRV is older).
-#[allow(clippy::incompatible_msrv)]
+// writers use (std since Rust 1.89, the crate's MSRV).
 fn lock_exclusive(f: &File, path: &Path) -> Result<()> {
     f.lock()
         .map_err(|e| BenchError::io("cannot flock", path, e))

@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use super::mmap::try_flock_exclusive;
 use crate::error::{Error, Result};
 
+/// How long a lock held under this process's own pid may linger (see `acquire`).
+const OWN_LOCK_GRACE: Duration = Duration::from_secs(1);
+
 /// An acquired writer lock (dropping it releases the lock).
 #[derive(Debug)]
 pub(crate) struct LockFile {
@@ -34,7 +37,8 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
         .truncate(false)
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
-    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut deadline = timeout.map(|t| Instant::now() + t);
+    let mut own_grace = false;
     loop {
         if try_flock_exclusive(&file).map_err(|e| Error::io(&path, e))? {
             break;
@@ -43,6 +47,17 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
             Some(d) if Instant::now() < d => std::thread::sleep(Duration::from_millis(5)),
             _ => {
                 let pid = holder_pid(&mut file);
+                // A flock belongs to the open file description, and a child
+                // this process forks shares it until the child execs. So a
+                // writer of *this* process that was just closed can still
+                // hold the lock for that instant if another thread spawned a
+                // process meanwhile. Give such a lock a short grace period;
+                // a live second writer in this process still gets `Locked`.
+                if pid == std::process::id() && !own_grace {
+                    own_grace = true;
+                    deadline = Some(Instant::now() + OWN_LOCK_GRACE);
+                    continue;
+                }
                 return Err(Error::Locked { pid, path });
             }
         }

@@ -7,7 +7,7 @@
 //! bytes). [`SubjectFilter`] compares those bytes without decoding. Decoding
 //! never panics: an unknown tag is "written by a newer agentlog", a body that
 //! does not decode (or leaves trailing bytes) names its tag. The byte layout
-//! is specified in `docs/events.md`.
+//! is specified in FORMAT.md, section "Events".
 
 use super::events::{
     tag, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind,
