@@ -144,7 +144,12 @@ fn count_records(store: &Store) -> Result<u64> {
     Ok(n)
 }
 
+/// Clears and creates a bench-owned directory (`bench-*` names only, so a
+/// `--dir` holding a real store never loses it).
 fn fresh_dir(path: &Path) -> Result<()> {
+    debug_assert!(path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("bench-")));
     if path.exists() {
         std::fs::remove_dir_all(path)
             .map_err(|e| BenchError::io("cannot clear benchmark directory", path, e))?;
@@ -162,9 +167,10 @@ fn peak(phase: Phase) -> u64 {
 pub struct ReplayConfig {
     pub events: u64,
     pub agents: usize,
-    /// The work directory. When `<dir>/agentlog` already holds a store with
-    /// records, that store is replayed as it is (no workload is appended);
-    /// otherwise the workload is built there. `None`: a temporary directory.
+    /// The work directory. When it is itself a store (`<dir>/log` exists) or
+    /// `<dir>/agentlog` holds a store with records, that store is replayed as
+    /// it is (no workload is appended, nothing is snapshotted); otherwise the
+    /// workload is built in `<dir>/agentlog`. `None`: a temporary directory.
     pub dir: Option<PathBuf>,
 }
 
@@ -182,7 +188,11 @@ impl Default for ReplayConfig {
 /// (`Store::state_at(At::End)`: decode + apply of every record).
 pub fn run_replay(cfg: &ReplayConfig) -> Result<ReplayReport> {
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
-    let path = root.join("agentlog");
+    let path = if root.join("log").is_dir() {
+        root.clone()
+    } else {
+        root.join("agentlog")
+    };
     let store = Store::open(&path, bench_options())?;
     if store.log().stats().last_lsn.is_none() {
         let w = Workload {
@@ -203,7 +213,8 @@ pub fn run_replay(cfg: &ReplayConfig) -> Result<ReplayReport> {
     let peak = peak(phase);
     let agents = state.agents().len() as u64;
     drop(state);
-    store.close()?;
+    // Dropped, not closed: a replayed existing store gets no new snapshot.
+    drop(store);
     ReplayReport::from_measurement(
         events,
         log_bytes,
@@ -290,7 +301,7 @@ pub fn run_open(cfg: &OpenConfig) -> Result<OpenReport> {
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
     let mut rows = Vec::with_capacity(cfg.events.len() * 2);
     for &n in &cfg.events {
-        let path = root.join(format!("open-{n}"));
+        let path = root.join(format!("bench-open-{n}"));
         fresh_dir(&path)?;
         let w = Workload {
             agents: cfg.agents,
@@ -336,12 +347,12 @@ impl Default for ExportConfig {
 }
 
 /// Times `Store::export` of `agents` registered agents (each with a few
-/// heartbeats and a status change) to `<dir>/registry.json`.
+/// heartbeats and a status change) to `<dir>/bench-export/registry.json`.
 pub fn run_export(cfg: &ExportConfig) -> Result<ExportReport> {
     let events = cfg.agents as u64 * 4;
     check_events(events, cfg.agents)?;
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
-    let path = root.join("agentlog");
+    let path = root.join("bench-export");
     fresh_dir(&path)?;
     let store = Store::open(&path, bench_options())?;
     let w = Workload {
@@ -350,7 +361,7 @@ pub fn run_export(cfg: &ExportConfig) -> Result<ExportReport> {
         start: recent_start(events),
     };
     w.append(&store, 0, events)?;
-    let file = root.join("registry.json");
+    let file = path.join("registry.json");
     let started = Instant::now();
     let rep = store.export(Some(&file), false)?;
     let elapsed = started.elapsed();
@@ -401,7 +412,7 @@ pub fn run_compact(cfg: &CompactConfig) -> Result<CompactReport> {
         ));
     }
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
-    let path = root.join("agentlog");
+    let path = root.join("bench-compact");
     fresh_dir(&path)?;
     let store = Store::open(&path, bench_options())?;
     let w = Workload {

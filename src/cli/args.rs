@@ -355,7 +355,7 @@ pub enum Bench {
     Heartbeats(BenchHeartbeats),
     /// Sweep agents × writers; write scaling.csv and scaling.svg
     Scaling(BenchScaling),
-    /// Time a full fold of a log of N events over A agents
+    /// Time a full fold of a log of N events over A agents (or of the store in --dir)
     Replay(BenchReplay),
     /// Time opening stores of each log length, with and without a snapshot
     Open(BenchOpen),
