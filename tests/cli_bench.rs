@@ -83,3 +83,124 @@ fn bench_scaling_writes_csv_and_svg() {
         .unwrap()
         .contains("<svg"));
 }
+
+fn pos(doc: &serde_json::Value, k: &str) -> f64 {
+    let v = doc[k]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{k} missing: {doc}"));
+    assert!(v > 0.0, "{k}: {doc}");
+    v
+}
+
+/// `rate` equals `count / seconds` (up to float rounding).
+#[track_caller]
+fn consistent(rate: f64, count: f64, seconds: f64) {
+    let want = count / seconds;
+    assert!((rate - want).abs() <= 1e-9 * want, "{rate} vs {want}");
+}
+
+#[test]
+fn bench_replay_folds_the_whole_log_and_reuses_a_given_store() {
+    let env = Env::new();
+    let args = ["bench", "replay", "--events", "3000", "--agents", "30"];
+    let doc = env.json(&args);
+    assert_eq!(doc["events"], 3000);
+    assert_eq!(doc["agents"], 30);
+    let s = pos(&doc, "seconds");
+    consistent(pos(&doc, "events_per_s"), 3000.0, s);
+    consistent(pos(&doc, "mb_per_s"), pos(&doc, "log_bytes") / 1e6, s);
+    pos(&doc, "peak_rss_bytes");
+    // The store built in --dir is replayed as it is the second time (the
+    // sizes asked for are then not used).
+    let again = env.json(&["bench", "replay", "--events", "9000", "--agents", "30"]);
+    assert_eq!(again["events"], 3000);
+    assert_eq!(again["log_bytes"], doc["log_bytes"]);
+
+    let text = env.run_bare(&args).ok().to_string();
+    assert!(text.contains("events/s") && text.contains("MB/s"), "{text}");
+    env.run_bare(&["bench", "replay", "--events", "5", "--agents", "10"])
+        .fails(2, "fewer than agents");
+}
+
+#[test]
+fn bench_open_has_a_row_per_length_with_and_without_snapshot() {
+    let env = Env::new();
+    let doc = env.json(&["bench", "open", "--events", "1000,4000", "--agents", "20"]);
+    let rows = doc["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{doc}");
+    for (r, (n, snap)) in
+        rows.iter()
+            .zip([(1000, true), (1000, false), (4000, true), (4000, false)])
+    {
+        assert_eq!(r["log_events"], n, "{r}");
+        assert_eq!(r["with_snapshot"], snap, "{r}");
+        pos(r, "open_ms");
+        pos(r, "log_bytes");
+        // With the snapshot only its tail (a tenth) is folded.
+        let folded = r["events_folded"].as_u64().unwrap();
+        assert_eq!(folded, if snap { n / 10 } else { n }, "{r}");
+    }
+    assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
+    let text = env
+        .run_bare(&["bench", "open", "--events", "500", "--agents", "5"])
+        .ok()
+        .to_string();
+    assert!(
+        text.contains("OPEN ms") && text.contains("SNAPSHOT"),
+        "{text}"
+    );
+    env.run_bare(&["bench", "open", "--events", "x"])
+        .fails(2, "x");
+}
+
+#[test]
+fn bench_export_writes_every_agent() {
+    let env = Env::new();
+    let doc = env.json(&["bench", "export", "--agents", "300"]);
+    assert_eq!(doc["rows"], 300);
+    let s = pos(&doc, "seconds");
+    consistent(pos(&doc, "rows_per_s"), 300.0, s);
+    consistent(pos(&doc, "mb_per_s"), pos(&doc, "bytes") / 1e6, s);
+    let file = std::fs::read_to_string(env.dir.join("bench-export/registry.json")).unwrap();
+    assert_eq!(file.len() as f64, pos(&doc, "bytes"));
+    assert!(file.contains("agent-000299"));
+    env.run_bare(&["bench", "export", "--agents", "0"])
+        .fails(2, "agents");
+}
+
+#[test]
+fn bench_compact_drops_the_retired_agents() {
+    let env = Env::new();
+    let doc = env.json(&["bench", "compact", "--events", "4000", "--agents", "40"]);
+    let before = pos(&doc, "bytes_before");
+    let after = pos(&doc, "bytes_after");
+    assert!(after < before / 10.0, "{doc}");
+    // 4000 workload events + 36 exits; the 4 live agents keep their
+    // registration and first and last heartbeats.
+    assert_eq!(doc["events_before"], 4036);
+    assert_eq!(doc["events_after"], 12);
+    consistent(pos(&doc, "mb_per_s"), before / 1e6, pos(&doc, "seconds"));
+    let text = env
+        .run_bare(&["bench", "compact", "--events", "500", "--agents", "10"])
+        .ok()
+        .to_string();
+    assert!(
+        text.contains("compacted") && text.contains("MB/s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bench_replay_of_an_existing_store_folds_its_records() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    env.ok(&["register", "r1", "--provider", "claude", "--cwd", "/tmp"]);
+    env.ok(&["register", "r2", "--provider", "codex", "--cwd", "/tmp"]);
+    env.ok(&["heartbeat", "r1"]);
+    let doc = env.json(&["bench", "replay"]);
+    assert_eq!(doc["events"], 3, "{doc}");
+    assert_eq!(doc["agents"], 2, "{doc}");
+    // Replaying wrote nothing into the store (no workload, no snapshot).
+    assert!(!env.dir.join("agentlog").exists());
+    assert_eq!(env.json(&["bench", "replay"])["events"], 3);
+}

@@ -15,6 +15,7 @@
 //!   do per heartbeat.
 //! - [`heartbeats`]: the heartbeat workload over any [`heartbeats::HeartbeatTarget`].
 //! - [`reports`]: the report shapes of `bench replay | open | export | compact`.
+//! - [`runners`]: the runners of `bench replay | open | export | compact`.
 //! - [`scaling`]: the agents × writers sweep, its CSV and SVG plot.
 //! - [`targets`]: the agentlog side of the workload (registry `Store`
 //!   commands by default; raw log appends for the log-only figure).
@@ -25,6 +26,7 @@ pub mod latency;
 pub mod machine;
 pub mod reports;
 pub mod rss;
+pub mod runners;
 pub mod scaling;
 pub mod targets;
 

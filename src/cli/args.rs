@@ -355,6 +355,52 @@ pub enum Bench {
     Heartbeats(BenchHeartbeats),
     /// Sweep agents × writers; write scaling.csv and scaling.svg
     Scaling(BenchScaling),
+    /// Time a full fold of a log of N events over A agents (or of the store in --dir)
+    Replay(BenchReplay),
+    /// Time opening stores of each log length, with and without a snapshot
+    Open(BenchOpen),
+    /// Time exporting A agents as schema-v4 registry.json
+    Export(BenchExport),
+    /// Time compacting a log where most agents finished long ago
+    Compact(BenchCompact),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchReplay {
+    /// Log length in events (registrations included)
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub events: u64,
+    #[arg(long, value_name = "A", default_value_t = 1000)]
+    pub agents: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchOpen {
+    /// Log lengths in events, comma-separated
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "10000,100000,1000000"
+    )]
+    pub events: Vec<u64>,
+    #[arg(long, value_name = "A", default_value_t = 1000)]
+    pub agents: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchExport {
+    #[arg(long, value_name = "A", default_value_t = 10_000)]
+    pub agents: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchCompact {
+    /// Log length in events before the exits
+    #[arg(long, value_name = "N", default_value_t = 500_000)]
+    pub events: u64,
+    #[arg(long, value_name = "A", default_value_t = 1000)]
+    pub agents: usize,
 }
 
 #[derive(Debug, Args)]

@@ -1,4 +1,4 @@
-//! `agentlog bench heartbeats | scaling`: runs the benchmark harness
+//! `agentlog bench heartbeats | scaling | replay | open | export | compact`: runs the benchmark harness
 //! (`agentlog::bench`) and prints its measured figures (text or `--json`).
 //! The harness refuses to report a figure it did not measure; this layer
 //! only formats.
@@ -9,6 +9,11 @@ use super::output::{self, Ui};
 use super::reports::human_bytes;
 use super::Usage;
 use agentlog::bench::heartbeats::{run_heartbeats, HeartbeatBenchConfig, HeartbeatReport};
+use agentlog::bench::machine::MachineInfo;
+use agentlog::bench::runners::{
+    run_compact, run_export, run_open, run_replay, CompactConfig, ExportConfig, OpenConfig,
+    ReplayConfig,
+};
 use agentlog::bench::scaling::{run_scaling_on, write_outputs};
 use agentlog::bench::targets::StoreTarget;
 use agentlog::bench::BenchError;
@@ -80,6 +85,115 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
                 writeln!(out, "wrote {} and {}", csv.display(), svg.display())?;
             }
         }
+        args::Bench::Replay(a) => {
+            let cfg = ReplayConfig {
+                events: a.events,
+                agents: a.agents,
+                dir,
+            };
+            let r = run_replay(&cfg).map_err(usage)?;
+            if ui.json {
+                output::json(&mut out, &r)?;
+            } else {
+                writeln!(
+                    out,
+                    "replayed {} events ({}) into {} agents in {:.3} s",
+                    r.events,
+                    human_bytes(r.log_bytes),
+                    r.agents,
+                    r.seconds
+                )?;
+                writeln!(
+                    out,
+                    "events/s     {:.0}\nMB/s         {:.1}\npeak RSS     {}",
+                    r.events_per_s,
+                    r.mb_per_s,
+                    human_bytes(r.peak_rss_bytes)
+                )?;
+                print_machine(&mut out, &r.machine)?;
+            }
+        }
+        args::Bench::Open(a) => {
+            let cfg = OpenConfig {
+                events: a.events,
+                agents: a.agents,
+                dir,
+            };
+            let r = run_open(&cfg).map_err(usage)?;
+            if ui.json {
+                output::json(&mut out, &r)?;
+            } else {
+                let table: Vec<Vec<String>> = r
+                    .rows
+                    .iter()
+                    .map(|o| {
+                        vec![
+                            o.log_events.to_string(),
+                            human_bytes(o.log_bytes),
+                            if o.with_snapshot { "yes" } else { "no" }.to_string(),
+                            o.events_folded.to_string(),
+                            format!("{:.1}", o.open_ms),
+                            human_bytes(o.peak_rss_bytes),
+                        ]
+                    })
+                    .collect();
+                output::table(
+                    &mut out,
+                    &["EVENTS", "LOG", "SNAPSHOT", "FOLDED", "OPEN ms", "PEAK RSS"],
+                    &table,
+                )?;
+                print_machine(&mut out, &r.machine)?;
+            }
+        }
+        args::Bench::Export(a) => {
+            let cfg = ExportConfig {
+                agents: a.agents,
+                dir,
+            };
+            let r = run_export(&cfg).map_err(usage)?;
+            if ui.json {
+                output::json(&mut out, &r)?;
+            } else {
+                writeln!(
+                    out,
+                    "exported {} rows ({}) in {:.3} s\nrows/s       {:.0}\nMB/s         {:.1}",
+                    r.rows,
+                    human_bytes(r.bytes),
+                    r.seconds,
+                    r.rows_per_s,
+                    r.mb_per_s
+                )?;
+                print_machine(&mut out, &r.machine)?;
+            }
+        }
+        args::Bench::Compact(a) => {
+            let cfg = CompactConfig {
+                events: a.events,
+                agents: a.agents,
+                dir,
+            };
+            let r = run_compact(&cfg).map_err(usage)?;
+            if ui.json {
+                output::json(&mut out, &r)?;
+            } else {
+                writeln!(
+                    out,
+                    "compacted {} events ({}) to {} events ({}) in {:.3} s",
+                    r.events_before,
+                    human_bytes(r.bytes_before),
+                    r.events_after,
+                    human_bytes(r.bytes_after),
+                    r.seconds
+                )?;
+                writeln!(
+                    out,
+                    "MB/s         {:.1} (of log bytes before)\npeak RSS     {}",
+                    r.mb_per_s,
+                    human_bytes(r.peak_rss_bytes)
+                )?;
+                print_machine(&mut out, &r.machine)?;
+            }
+        }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -111,7 +225,10 @@ fn print_heartbeats(w: &mut W, r: &HeartbeatReport) -> Result<()> {
             "whole-file JSON rewrite (flock + fsync + rename per event): {b:.0} events/s; agentlog is {ratio:.0}× faster"
         )?;
     }
-    let m = &r.machine;
+    print_machine(w, &r.machine)
+}
+
+fn print_machine(w: &mut W, m: &MachineInfo) -> Result<()> {
     writeln!(
         w,
         "machine      {} cores, {}, kernel {}, {} on {} ({})",
