@@ -186,7 +186,7 @@ fn crash_child(path: &Path) -> ! {
     let (a, b) = (render(2000, "a"), render(2500, "b"));
     let mut i = 0u64;
     loop {
-        publish(path, if i % 2 == 0 { &b } else { &a }).unwrap();
+        publish(path, if i.is_multiple_of(2) { &b } else { &a }).unwrap();
         i += 1;
     }
 }

@@ -35,7 +35,7 @@ fn eight_threads_of_mixed_commands() {
                     x ^= x << 5;
                     let at = T0.add_millis(i64::from(i));
                     // Mostly heartbeats (as in a real fleet); 1 in 50 is another command.
-                    if x % 50 != 0 {
+                    if !x.is_multiple_of(50) {
                         if store.heartbeat(&me, Some(pid), Some(at)).is_ok() {
                             ok_heartbeats.fetch_add(1, Ordering::Relaxed);
                         }

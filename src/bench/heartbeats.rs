@@ -251,7 +251,7 @@ fn writer_loop(
     let deadline = Instant::now() + duration;
     let mut n: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
-        let sampled = n % sample_every == 0;
+        let sampled = n.is_multiple_of(sample_every);
         n += 1;
         let t0 = sampled.then(Instant::now);
         let r = if acc_status >= 1.0 {

@@ -143,7 +143,7 @@ fn mount_for(mountinfo: &str, major: u64, minor: u64, dir: &Path) -> Option<Moun
         let len = m.mount_point.as_os_str().len();
         let deeper = |cur: &Option<Mount>| {
             cur.as_ref()
-                .map_or(true, |c| len >= c.mount_point.as_os_str().len())
+                .is_none_or(|c| len >= c.mount_point.as_os_str().len())
         };
         if l[2] == want {
             if deeper(&by_dev) {

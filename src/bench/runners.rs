@@ -107,7 +107,7 @@ impl Workload {
                     PostMessage::new(&names[i], Some(to), "status", "benchmark message body");
                 store.post_message(post, at)?;
             } else if j % STATUS_EVERY == STATUS_EVERY - 1 {
-                let s = if (j / STATUS_EVERY) % 2 == 0 {
+                let s = if (j / STATUS_EVERY).is_multiple_of(2) {
                     Status::Busy
                 } else {
                     Status::Idle

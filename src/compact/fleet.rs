@@ -155,7 +155,7 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
     while events < total_events {
         let at = at_of(events);
         events += 1;
-        if events % churn_every == 0 {
+        if events.is_multiple_of(churn_every) {
             // The agent at the ring position finishes; a new one takes its slot.
             let (name, _) = &live[rr];
             let ev = state
@@ -184,7 +184,7 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
                 compactions += 1;
             }
         }
-        if events % sample_every == 0 || events == total_events {
+        if events.is_multiple_of(sample_every) || events == total_events {
             let e = est.estimate(&state, at, &p.compact);
             points.push(DiskPoint {
                 sim_secs: events / p.rate,

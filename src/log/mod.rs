@@ -217,7 +217,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 fn check_options(o: &LogOptions) -> Result<()> {
     let bad = |m: String| Err(Error::InvalidArgument(m));
-    if o.segment_size % 4096 != 0 || o.segment_size < 8192 {
+    if !o.segment_size.is_multiple_of(4096) || o.segment_size < 8192 {
         return bad(format!(
             "segment_size {} must be a multiple of 4096 and at least 8192",
             o.segment_size

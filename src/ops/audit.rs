@@ -88,7 +88,7 @@ pub fn audit(
     }
     let window = history
         .into_iter()
-        .filter(|(_, ev)| !since.is_some_and(|s| ev.at < s) && !until.is_some_and(|u| ev.at > u));
+        .filter(|(_, ev)| since.is_none_or(|s| ev.at >= s) && until.is_none_or(|u| ev.at <= u));
     Ok(collapse(agent, window))
 }
 

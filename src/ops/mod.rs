@@ -166,11 +166,7 @@ fn reader(dir: &Path) -> Result<LogReader> {
     let dir = &log_dir(dir);
     let report = log::verify(dir)?;
     let last = report.last_lsn.unwrap_or(0);
-    if let Some(b) = report
-        .bad
-        .iter()
-        .find(|b| b.lsn.map_or(true, |l| l <= last))
-    {
+    if let Some(b) = report.bad.iter().find(|b| b.lsn.is_none_or(|l| l <= last)) {
         return Err(crate::Error::Corrupt {
             segment: b.segment.clone(),
             offset: b.offset,
@@ -239,7 +235,7 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
             .map_err(decode_err)?;
         out.events += 1;
         out.last = Some((rec.lsn, at));
-        if out.events % PROGRESS_EVERY == 0 {
+        if out.events.is_multiple_of(PROGRESS_EVERY) {
             progress.advance(rec.lsn);
         }
     }
@@ -335,7 +331,7 @@ pub fn verify(dir: &Path, progress: &mut dyn Progress) -> Result<Verified> {
             if let Err(e) = codec::decode(rec.payload) {
                 undecodable.push((rec.lsn, e.to_string()));
             }
-            if (i as u64 + 1) % PROGRESS_EVERY == 0 {
+            if (i as u64 + 1).is_multiple_of(PROGRESS_EVERY) {
                 progress.advance(rec.lsn);
             }
         }

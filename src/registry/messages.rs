@@ -207,7 +207,7 @@ impl State {
                         Some(to) => to == reader,
                         None => m.posted_at >= floor,
                     }
-                    && project_root.map_or(true, |root| {
+                    && project_root.is_none_or(|root| {
                         m.project_root
                             .as_deref()
                             .is_some_and(|own| same_project(own, root))

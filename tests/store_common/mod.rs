@@ -62,7 +62,7 @@ pub fn mixed_command(
             .map(|_| ()),
         6 => {
             let mut p = PostMessage::new(agent, Some(other), "c", "hello");
-            p.request_id = (pid % 2 == 0).then(|| format!("r{}", pid % 5));
+            p.request_id = pid.is_multiple_of(2).then(|| format!("r{}", pid % 5));
             store.post_message(p, Some(at)).map(|_| ())
         }
         7 => store.read_messages(agent, None, Some(at)).map(|_| ()),
