@@ -33,7 +33,9 @@ mod checkpoint;
 mod compaction;
 mod interop;
 
-pub use checkpoint::{OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload};
+pub use checkpoint::{
+    OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
+};
 pub use interop::ImportReport;
 
 /// Why a store operation failed.
@@ -95,9 +97,10 @@ pub struct StoreOptions {
     pub max_messages: usize,
     /// Lease used by [`Store::sweep`].
     pub sweep: SweepPolicy,
-    /// Snapshot after this many events since the last one (0 = never by
-    /// count). Default [`DEFAULT_SNAPSHOT_EVERY_EVENTS`] (see that constant
-    /// for the measurement behind it).
+    /// Snapshot after this many events since the last one, or 50 events per
+    /// registered agent if that is more (0 = never by count). Default
+    /// [`DEFAULT_SNAPSHOT_EVERY_EVENTS`] (see that constant for the
+    /// measurement behind it, and [`SNAPSHOT_EVENTS_PER_AGENT`]).
     pub snapshot_every_events: u64,
     /// Snapshot when this many seconds passed and there is anything new
     /// (0 = never by time). Default [`DEFAULT_SNAPSHOT_EVERY_SECS`].
