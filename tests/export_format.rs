@@ -3,49 +3,13 @@
 //! nulls and omissions, unrepresentable agents left out or refused, and every
 //! export accepted by the shared conformance checker.
 
+mod conformance;
+
 use agentlog::export::{render_v4, ExportError, ExportOptions};
 use agentlog::model::{Agent, HostMode, Status};
 use agentlog::time::Timestamp;
+use conformance::checker_accepts_bytes;
 use serde::Serialize;
-use std::path::PathBuf;
-use std::process::Command;
-
-/// Runs the shared conformance checker; `false` (reason printed) only when
-/// python3 or the checker is absent.
-fn checker_accepts(bytes: &[u8]) -> bool {
-    let here = env!("CARGO_MANIFEST_DIR");
-    // `../shared` beside the clone (CI); `../../shared` for a worktree.
-    let Some(checker) = ["/../shared", "/../../shared"]
-        .iter()
-        .map(|d| PathBuf::from(format!("{here}{d}/conformance/check_registry_v4.py")))
-        .find(|p| p.exists())
-    else {
-        eprintln!("SKIP conformance check: check_registry_v4.py not found beside the repo");
-        return false;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("registry.json");
-    std::fs::write(&file, bytes).unwrap();
-    let out = match Command::new("python3")
-        .arg(&checker)
-        .arg(&file)
-        .args(["--expect-version", "4"])
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("SKIP conformance check: cannot run python3: {e}");
-            return false;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "checker rejected the export:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(bytes)
-    );
-    true
-}
 
 fn t(s: &str) -> Timestamp {
     Timestamp::parse_rfc3339(s).unwrap()
@@ -170,7 +134,7 @@ fn bytes_equal_the_serde_json_reference_writer() {
             String::from_utf8(bytes.clone()).unwrap(),
             String::from_utf8(reference(&fleet)).unwrap()
         );
-        checker_accepts(&bytes);
+        checker_accepts_bytes(&bytes);
     }
 }
 
@@ -263,7 +227,7 @@ fn empty_text_in_options_is_written_as_empty() {
     let text = String::from_utf8(bytes.clone()).unwrap();
     assert!(text.contains("\"codex_session_id\": null"));
     assert!(!text.contains("cc_session_id"));
-    checker_accepts(&bytes);
+    checker_accepts_bytes(&bytes);
 }
 
 fn unrepresentable() -> Vec<(Agent, &'static str)> {
@@ -298,7 +262,7 @@ fn unrepresentable_agents_are_left_out_and_counted() {
     }
     // Only the two good rows, and a file every reader accepts.
     assert_eq!(bytes, reference(&[bare("a"), full("z")]));
-    checker_accepts(&bytes);
+    checker_accepts_bytes(&bytes);
 }
 
 #[test]
@@ -376,5 +340,5 @@ fn a_random_wild_fleet_always_exports_an_accepted_file() {
     let (bytes, report) = render_v4(&fleet, &ExportOptions::default()).unwrap();
     assert_eq!(report.rows + report.skipped.len(), fleet.len());
     assert!(report.rows > 0 && !report.skipped.is_empty(), "{report:?}");
-    checker_accepts(&bytes);
+    checker_accepts_bytes(&bytes);
 }

@@ -3,6 +3,8 @@
 //! either lock delays the export (and a bounded wait names the lock); a
 //! SIGKILLed exporter leaves the previous file intact.
 
+mod conformance;
+
 use agentlog::export::{
     lock_paths, publish, publish_with, render_v4, ExportOptions, PublishOptions,
 };
@@ -10,7 +12,8 @@ use agentlog::fslock::{FileLock, LockMode};
 use agentlog::import::parse_registry;
 use agentlog::model::Agent;
 use agentlog::time::Timestamp;
-use std::path::{Path, PathBuf};
+use conformance::checker_accepts;
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -35,37 +38,6 @@ fn render(n: usize, tag: &str) -> Vec<u8> {
     render_v4(&fleet, &ExportOptions { strict: true })
         .unwrap()
         .0
-}
-
-fn checker_accepts(path: &Path) -> bool {
-    let here = env!("CARGO_MANIFEST_DIR");
-    let Some(checker) = ["/../shared", "/../../shared"]
-        .iter()
-        .map(|d| PathBuf::from(format!("{here}{d}/conformance/check_registry_v4.py")))
-        .find(|p| p.exists())
-    else {
-        eprintln!("SKIP conformance check: check_registry_v4.py not found beside the repo");
-        return false;
-    };
-    match Command::new("python3")
-        .arg(&checker)
-        .arg(path)
-        .args(["--expect-version", "4"])
-        .output()
-    {
-        Ok(out) => {
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stdout)
-            );
-            true
-        }
-        Err(e) => {
-            eprintln!("SKIP conformance check: cannot run python3: {e}");
-            false
-        }
-    }
 }
 
 #[test]

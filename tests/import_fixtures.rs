@@ -2,13 +2,15 @@
 //! says), refusals that name the row and value, and the import ↔ export round
 //! trips (fixtures and a proptest over random agents).
 
+mod conformance;
+
 use agentlog::export::{render_v4, ExportOptions};
 use agentlog::import::{parse_registry, read_registry_file, ImportError, ParsedRegistry};
 use agentlog::model::{Agent, HostMode, Status, EXPORTABLE_PROVIDERS};
 use agentlog::time::Timestamp;
+use conformance::checker_accepts;
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 fn fixture_dir() -> PathBuf {
@@ -23,42 +25,6 @@ fn load(name: &str) -> Result<ParsedRegistry, ImportError> {
 
 fn agents(p: &ParsedRegistry) -> Vec<Agent> {
     p.rows.iter().map(|r| r.agent.clone()).collect()
-}
-
-/// Runs the shared conformance checker on `path`; `false` (with the reason
-/// printed) only when python3 or the checker is absent.
-fn checker_accepts(path: &Path) -> bool {
-    let here = env!("CARGO_MANIFEST_DIR");
-    // `../shared` beside the clone (CI, /work/main); `../../shared` for a git
-    // worktree under /work/wt/<name>.
-    let Some(checker) = ["/../shared", "/../../shared"]
-        .iter()
-        .map(|d| PathBuf::from(format!("{here}{d}/conformance/check_registry_v4.py")))
-        .find(|p| p.exists())
-    else {
-        eprintln!("SKIP conformance check: check_registry_v4.py not found beside the repo");
-        return false;
-    };
-    let out = match Command::new("python3")
-        .arg(&checker)
-        .arg(path)
-        .args(["--expect-version", "4"])
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("SKIP conformance check: cannot run python3: {e}");
-            return false;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "checker rejected {}:\n{}\n{}",
-        path.display(),
-        String::from_utf8_lossy(&out.stdout),
-        std::fs::read_to_string(path).unwrap_or_default()
-    );
-    true
 }
 
 const ACCEPTED: [(&str, usize); 8] = [

@@ -5,11 +5,13 @@
 
 mod store_common;
 
+mod conformance;
+
 use agentlog::model::Status;
 use agentlog::registry::*;
 use agentlog::store::{Store, StoreError, StoreOptions};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use conformance::checker_accepts;
+use std::path::Path;
 use store_common::*;
 
 fn manual_opts() -> StoreOptions {
@@ -18,41 +20,6 @@ fn manual_opts() -> StoreOptions {
         snapshot_every_secs: 0,
         ..lazy_opts()
     }
-}
-
-/// Runs the shared conformance checker on `path`; `false` (with the reason
-/// printed) only when python3 or the checker is absent.
-fn checker_accepts(path: &Path) -> bool {
-    let here = env!("CARGO_MANIFEST_DIR");
-    // `../shared` beside a clone; `../../shared` for a worktree in /work/wt/.
-    let Some(checker) = ["/../shared", "/../../shared"]
-        .iter()
-        .map(|d| PathBuf::from(format!("{here}{d}/conformance/check_registry_v4.py")))
-        .find(|p| p.exists())
-    else {
-        eprintln!("SKIP conformance check: check_registry_v4.py not found beside the repo");
-        return false;
-    };
-    let out = match Command::new("python3")
-        .arg(&checker)
-        .arg(path)
-        .args(["--expect-version", "4"])
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("SKIP conformance check: cannot run python3: {e}");
-            return false;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "checker rejected {}:\n{}{}",
-        path.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    true
 }
 
 /// A small fleet: mixed providers (one unrepresentable), statuses and
