@@ -194,6 +194,8 @@ fn post_and_read_messages() {
         "--category",
         "plan",
         "other text",
+        "--at",
+        &at("12:01:30"),
     ])
     .fails(1, "reused with different content");
     env.run(&["post", "--from", "carol", "hi"])

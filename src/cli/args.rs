@@ -91,8 +91,8 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct At {
-    /// Event time (RFC 3339 UTC) [default: now]
-    #[arg(long, value_name = "TIME", value_parser = time)]
+    /// Event time (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
+    #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
     pub at: Option<Timestamp>,
 }
 
@@ -250,8 +250,8 @@ pub enum Sessions {
 
 #[derive(Debug, Args)]
 pub struct Sweep {
-    /// The sweep's "now" (RFC 3339 UTC) [default: now]
-    #[arg(long, value_name = "TIME", value_parser = time)]
+    /// The sweep's "now" (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
+    #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
     pub now: Option<Timestamp>,
 }
 
@@ -324,8 +324,8 @@ pub struct Import {
 
 #[derive(Debug, Args)]
 pub struct Compact {
-    /// Retention's "now" (RFC 3339 UTC) [default: now]
-    #[arg(long, value_name = "TIME", value_parser = time)]
+    /// Retention's "now" (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
+    #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
     pub now: Option<Timestamp>,
     /// Report what would be dropped; change nothing
     #[arg(long)]
