@@ -222,7 +222,8 @@ pub fn load_newest<T: DeserializeOwned>(dir: &Path) -> Result<Option<Loaded<T>>>
     Ok(None)
 }
 
-fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
+/// Reads and checks one snapshot file (see the module invariants).
+pub(crate) fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
     let bytes = std::fs::read(&info.path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
     let len = bytes.len() as u64;
     if bytes.len() < 12 {
@@ -268,9 +269,8 @@ fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
             name: info.lsn,
         });
     }
-    let (state, used) =
-        bincode::serde::decode_from_slice(&bytes[HEADER_LEN..], bincode::config::standard())
-            .map_err(|e| SkipReason::Decode(e.to_string()))?;
+    let (state, used) = crate::bounded_decode::decode_from_slice(&bytes[HEADER_LEN..])
+        .map_err(|e| SkipReason::Decode(e.to_string()))?;
     if used as u64 != payload_len {
         return Err(SkipReason::Decode(format!(
             "{} trailing payload bytes",
