@@ -112,7 +112,14 @@ fn lsn_of(name: &str) -> Option<u64> {
 /// then deletes all but the newest `keep` snapshots (at least the new one is
 /// always kept).
 pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Result<SnapshotInfo> {
-    std::fs::create_dir_all(dir).map_err(io_err("create folder", dir))?;
+    // The folder's own entry is fsynced in its parent too (a new store's
+    // `snapshots/` must survive a power loss with the snapshot in it).
+    crate::log::create_dir_durable(dir).map_err(|e| match e {
+        crate::Error::Io { source, .. } | crate::Error::DiskFull { source, .. } => {
+            io_err("create folder", dir)(source)
+        }
+        other => io_err("create folder", dir)(std::io::Error::other(other.to_string())),
+    })?;
     let mut buf = vec![0u8; HEADER_LEN];
     bincode::serde::encode_into_std_write(state, &mut buf, bincode::config::standard())?;
     let payload_len = (buf.len() - HEADER_LEN) as u64;

@@ -79,7 +79,7 @@ struct OutFile {
 
 impl<'a> GenWriter<'a> {
     pub fn new(dir: &Path, seg_size: u64, ids: &'a AtomicU64) -> Result<GenWriter<'a>> {
-        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        super::create_dir_durable(dir)?;
         Ok(GenWriter {
             dir: dir.to_path_buf(),
             seg_size: seg_size as usize,

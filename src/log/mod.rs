@@ -209,6 +209,27 @@ impl std::fmt::Debug for Log {
     }
 }
 
+/// `create_dir_all` that also fsyncs the parent of every directory it
+/// creates, so a new directory survives a power loss with what is put in it.
+pub(crate) fn create_dir_durable(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_durable(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        // Created concurrently by someone else: their fsync, or ours below.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+        Err(e) => return Err(Error::io(dir, e)),
+    }
+    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => segment::sync_dir(parent),
+        None => Ok(()),
+    }
+}
+
 /// Lock a mutex, ignoring poisoning: every critical section leaves the state
 /// consistent before anything that can panic (a panicking `fill` closure
 /// publishes nothing).
@@ -245,7 +266,7 @@ impl Log {
     /// Open (or create) the log in `dir`, taking the writer lock and recovering.
     pub fn open(dir: &Path, opts: LogOptions) -> Result<(Log, RecoveryReport)> {
         check_options(&opts)?;
-        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        create_dir_durable(dir)?;
         let lockf = lock::acquire(dir, opts.lock_timeout)?;
         poison::check_marker(dir)?;
         let opened = open::recovery_open(dir, &opts)?;
