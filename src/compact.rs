@@ -90,34 +90,48 @@ pub struct Compaction {
     pub retained: State,
 }
 
-/// Dropped LSNs of one planned range, one bit per LSN.
+/// Dropped LSNs as disjoint, non-adjacent inclusive ranges (start -> end).
+///
+/// Sized by what is kept, not by the LSN span: the dropped records of a long
+/// heartbeat history form runs between the few kept ones, so a year of
+/// heartbeats costs a few ranges per kept record instead of a bit per LSN.
 #[derive(Debug, Clone, Default)]
 pub struct DropSet {
-    base: Lsn,
-    bits: Vec<u64>,
+    ranges: std::collections::BTreeMap<Lsn, Lsn>,
 }
 
 impl DropSet {
-    fn new(base: Lsn, upto: Lsn) -> Self {
-        let n = upto.saturating_sub(base) + 1;
-        DropSet {
-            base,
-            bits: vec![0; n.div_ceil(64) as usize],
-        }
-    }
     fn insert(&mut self, lsn: Lsn) {
-        let i = (lsn - self.base) as usize;
-        self.bits[i / 64] |= 1 << (i % 64);
-    }
-    /// Whether `lsn` is dropped (LSNs outside the planned range never are).
-    pub fn contains(&self, lsn: Lsn) -> bool {
-        if lsn < self.base {
-            return false;
+        let below = self.ranges.range(..=lsn).next_back().map(|(s, e)| (*s, *e));
+        if below.is_some_and(|(_, e)| e >= lsn) {
+            return;
         }
-        let i = (lsn - self.base) as usize;
-        self.bits
-            .get(i / 64)
-            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        let above = lsn
+            .checked_add(1)
+            .and_then(|n| self.ranges.get(&n).map(|e| (n, *e)));
+        let start = match below {
+            Some((s, e)) if e + 1 == lsn => s,
+            _ => lsn,
+        };
+        let end = match above {
+            Some((n, e)) => {
+                self.ranges.remove(&n);
+                e
+            }
+            None => lsn,
+        };
+        self.ranges.insert(start, end);
+    }
+    /// Whether `lsn` is dropped.
+    pub fn contains(&self, lsn: Lsn) -> bool {
+        self.ranges
+            .range(..=lsn)
+            .next_back()
+            .is_some_and(|(_, e)| *e >= lsn)
+    }
+    /// How many disjoint ranges hold the dropped LSNs (its memory is O(this)).
+    pub fn range_count(&self) -> usize {
+        self.ranges.len()
     }
 }
 
@@ -168,11 +182,7 @@ pub fn plan(
         agents_retired: ret.retired_agents.iter().cloned().collect(),
         ..Default::default()
     };
-    let first = match view.iter().next() {
-        Some(r) => r?.lsn,
-        None => upto + 1,
-    };
-    let mut drop = DropSet::new(first, upto.max(first));
+    let mut drop = DropSet::default();
     // One map lookup per heartbeat: kept agents with their open run (a
     // name missing from the map is not kept).
     let mut runs: HashMap<&str, Option<Run>, FxBuild> = HashMap::default();
@@ -608,5 +618,49 @@ impl DropEstimator {
             total_bytes: self.total,
             droppable_bytes: drop.min(self.total),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DropSet;
+    use std::collections::HashSet;
+
+    #[test]
+    fn the_drop_set_matches_a_plain_set_under_out_of_order_inserts() {
+        let mut d = DropSet::default();
+        let mut model = HashSet::new();
+        // A deterministic shuffle of 0..2000 (7919 is prime to 2000), minus
+        // every 13th LSN (kept).
+        for i in 0..2000u64 {
+            let lsn = 1 + (i * 7919) % 2000;
+            if lsn % 13 != 0 {
+                d.insert(lsn);
+                model.insert(lsn);
+            }
+        }
+        d.insert(5);
+        for lsn in 0..2100 {
+            assert_eq!(d.contains(lsn), model.contains(&lsn), "lsn {lsn}");
+        }
+        assert_eq!(d.range_count(), 2000 / 13 + 1);
+    }
+
+    /// A year of heartbeats spans billions of LSNs: the set's size follows
+    /// the kept records, not the span (a bit per LSN was 2^37 bytes here).
+    #[test]
+    fn the_drop_set_is_sized_by_what_is_kept_not_by_the_lsn_span() {
+        let mut d = DropSet::default();
+        let far = 1u64 << 40;
+        d.insert(1);
+        d.insert(far);
+        for lsn in 2..100_000 {
+            if lsn % 1000 != 0 {
+                d.insert(lsn);
+            }
+        }
+        assert!(d.contains(far) && d.contains(1) && !d.contains(far - 1));
+        assert!(!d.contains(3000) && d.contains(3001));
+        assert_eq!(d.range_count(), 101);
     }
 }

@@ -17,6 +17,13 @@ fn fmt_lsn(lsn: &Option<Lsn>) -> String {
     }
 }
 
+fn fmt_pid(pid: u32) -> String {
+    match pid {
+        0 => "pid unknown: its LOCK file was deleted or is unreadable".to_string(),
+        p => format!("pid {p}"),
+    }
+}
+
 /// Everything that can fail in agentlog's storage layer.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -28,7 +35,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Another process holds the writer lock.
-    #[error("log {} is locked by another writer (pid {pid})", path.display())]
+    #[error("log {} is locked by another writer ({})", path.display(), fmt_pid(*pid))]
     Locked { pid: u32, path: PathBuf },
     /// Damaged data that recovery must not paper over.
     #[error("corrupt log: segment {}, offset {offset}, {}: {reason}", segment.display(), fmt_lsn(lsn))]
@@ -54,6 +61,9 @@ pub enum Error {
     /// An fsync/msync failed; the writer is poisoned and must be reopened.
     #[error("fsync failed earlier ({detail}); the log must be reopened")]
     FsyncFailed { detail: String },
+    /// A sync failed in an earlier process during this boot (see the marker).
+    #[error("log refused: a sync of its data failed earlier during this boot ({detail}), so the page cache may show records that never reached the disk. Reboot (the log then recovers from what is on disk), or, to accept the risk of a hole, delete {} and run `agentlog verify`", marker.display())]
+    Poisoned { marker: PathBuf, detail: String },
     /// A caller passed an argument the log cannot honour.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

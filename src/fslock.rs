@@ -1,4 +1,4 @@
-//! Advisory `flock(2)` helpers for the files existing registry writers share.
+//! Advisory `flock(2)` helpers (std's `File::lock` family) for the files existing registry writers share.
 //!
 //! The locks are the same family Python's `fcntl.flock` and the Rust daemon's
 //! `File::lock` take, so agentlog serialises against them. Invariants: a lock
@@ -7,8 +7,7 @@
 //! every error names the lock file. Lock files are sidecars that are never
 //! renamed or deleted, so a held lock is never invalidated by a publish.
 
-use rustix::fs::{flock, FlockOperation};
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -62,20 +61,19 @@ impl FileLock {
         // case), growing to 20 ms so a long wait does not spin.
         let mut pause = Duration::from_micros(200);
         loop {
-            let op = match mode {
-                LockMode::Shared => FlockOperation::NonBlockingLockShared,
-                LockMode::Exclusive => FlockOperation::NonBlockingLockExclusive,
+            let tried = match mode {
+                LockMode::Shared => file.try_lock_shared(),
+                LockMode::Exclusive => file.try_lock(),
             };
-            match flock(&file, op) {
+            match tried {
                 Ok(()) => {
                     return Ok(FileLock {
                         file,
                         path: path.to_path_buf(),
                     })
                 }
-                Err(rustix::io::Errno::WOULDBLOCK) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(io(e.into())),
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) => return Err(io(e)),
             }
             let waited = start.elapsed();
             if waited >= timeout {
@@ -99,7 +97,7 @@ impl Drop for FileLock {
     fn drop(&mut self) {
         // Closing the descriptor releases the flock anyway; unlocking first
         // makes the release independent of other descriptors sharing the file.
-        let _ = flock(&self.file, FlockOperation::Unlock);
+        let _ = self.file.unlock();
     }
 }
 

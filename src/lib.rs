@@ -6,6 +6,7 @@
 //! compaction drops what retention no longer needs.
 
 pub mod bench;
+mod bounded_decode;
 pub mod compact;
 pub mod error;
 pub mod export;

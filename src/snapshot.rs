@@ -112,7 +112,14 @@ fn lsn_of(name: &str) -> Option<u64> {
 /// then deletes all but the newest `keep` snapshots (at least the new one is
 /// always kept).
 pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Result<SnapshotInfo> {
-    std::fs::create_dir_all(dir).map_err(io_err("create folder", dir))?;
+    // The folder's own entry is fsynced in its parent too (a new store's
+    // `snapshots/` must survive a power loss with the snapshot in it).
+    crate::log::create_dir_durable(dir).map_err(|e| match e {
+        crate::Error::Io { source, .. } | crate::Error::DiskFull { source, .. } => {
+            io_err("create folder", dir)(source)
+        }
+        other => io_err("create folder", dir)(std::io::Error::other(other.to_string())),
+    })?;
     let mut buf = vec![0u8; HEADER_LEN];
     bincode::serde::encode_into_std_write(state, &mut buf, bincode::config::standard())?;
     let payload_len = (buf.len() - HEADER_LEN) as u64;
@@ -222,7 +229,8 @@ pub fn load_newest<T: DeserializeOwned>(dir: &Path) -> Result<Option<Loaded<T>>>
     Ok(None)
 }
 
-fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
+/// Reads and checks one snapshot file (see the module invariants).
+pub(crate) fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
     let bytes = std::fs::read(&info.path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
     let len = bytes.len() as u64;
     if bytes.len() < 12 {
@@ -268,9 +276,8 @@ fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
             name: info.lsn,
         });
     }
-    let (state, used) =
-        bincode::serde::decode_from_slice(&bytes[HEADER_LEN..], bincode::config::standard())
-            .map_err(|e| SkipReason::Decode(e.to_string()))?;
+    let (state, used) = crate::bounded_decode::decode_from_slice(&bytes[HEADER_LEN..])
+        .map_err(|e| SkipReason::Decode(e.to_string()))?;
     if used as u64 != payload_len {
         return Err(SkipReason::Decode(format!(
             "{} trailing payload bytes",

@@ -152,6 +152,10 @@ struct Inner {
     state: State,
     /// Last LSN folded into `state`.
     applied: Lsn,
+    /// The log generation `state` belongs to. Changed together with `state`
+    /// (under this lock) when a compaction swaps in the retained state, so
+    /// a snapshot never pairs a new generation with a pre-retention state.
+    generation: u64,
     /// Reused encode buffer (no allocation per heartbeat).
     buf: Vec<u8>,
 }
@@ -260,12 +264,14 @@ impl Store {
             events_folded,
             skipped_snapshots,
         };
+        let generation = log.stats().generation;
         let core = Arc::new(Core {
             dir: dir.to_path_buf(),
             log,
             inner: RwLock::new(Inner {
                 state,
                 applied,
+                generation,
                 buf: Vec::with_capacity(256),
             }),
             next_snapshot: AtomicU64::new(u64::MAX),

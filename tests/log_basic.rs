@@ -5,7 +5,7 @@ mod log_common;
 
 use std::sync::Arc;
 
-use agentlog::log::{Durability, Log, LogOptions};
+use agentlog::log::{verify, Durability, Log, LogOptions};
 use agentlog::Error;
 use log_common::*;
 
@@ -160,9 +160,51 @@ fn failed_sync_poisons_the_log() {
     assert!(e.to_string().contains("must be reopened"), "{e}");
     assert!(log.sync().is_err());
     drop(log);
+    // The poisoning outlives the process: during this boot the page cache
+    // may hold pages that never reached the disk, so the next open refuses.
+    let e = Log::open(dir.path(), small_opts()).unwrap_err();
+    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    assert!(
+        e.to_string().contains("POISONED") && e.to_string().contains("Reboot"),
+        "{e}"
+    );
+    // After a reboot (another boot id in the marker) the log recovers.
+    let marker = dir.path().join("POISONED");
+    let text = std::fs::read_to_string(&marker).unwrap();
+    let rest: Vec<&str> = text.lines().skip(1).collect();
+    std::fs::write(&marker, format!("boot another-boot\n{}\n", rest.join("\n"))).unwrap();
     let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
     assert_eq!(rep.records, 2);
+    assert!(!marker.exists());
     log.append(b"ok", Durability::Durable).unwrap();
+}
+
+/// A panicking payload closure publishes nothing and leaves nothing behind:
+/// later appends, a seal and reopening see a clean log.
+#[test]
+fn a_panicking_fill_leaves_no_garbage_past_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
+    log.append(b"first", Durability::Lazy).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        log.append_with(2000, Durability::Lazy, |buf| {
+            buf.fill(0xAB);
+            panic!("payload encoder failed");
+        })
+    }));
+    assert!(r.is_err());
+    assert_eq!(log.append(b"second", Durability::Lazy).unwrap(), 2);
+    log.close().unwrap();
+    let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert!(rep.cut.is_empty(), "{:?}", rep.cut);
+    assert_eq!(rep.records, 2);
+    log.seal_active().unwrap();
+    log.close().unwrap();
+    let v = verify(dir.path()).unwrap();
+    assert!(v.is_clean(), "{:?}", v.bad);
+    let (_log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert!(rep.cut.is_empty(), "{:?}", rep.cut);
+    assert_eq!(rep.records, 2);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use agentlog::log::{verify, CompactionStep, Durability, Log, LogOptions};
+use agentlog::Error;
 use log_common::*;
 
 fn filled(dir: &Path, n: u64) -> Log {
@@ -107,6 +108,7 @@ fn a_failure_at_any_step_leaves_old_or_new_never_a_mix() {
     for (step, committed) in [
         (CompactionStep::SegmentsWritten, false),
         (CompactionStep::ManifestTmpWritten, false),
+        (CompactionStep::ManifestRenamed, true),
         (CompactionStep::Committed, true),
     ] {
         let dir = tempfile::tempdir().unwrap();
@@ -160,4 +162,64 @@ fn nothing_sealed_means_nothing_to_do() {
     assert_eq!(out.generation, 0);
     assert_eq!(out.records_dropped, 0);
     assert_eq!(read_all(&log).len(), 1);
+}
+
+/// A failure after the MANIFEST rename (e.g. the directory fsync) leaves
+/// memory at generation N while the disk may be at N+1: the log must refuse
+/// everything until reopened. Before, a retry in the same process deleted
+/// the committed generation's directory as a "leftover".
+#[test]
+fn a_failure_after_the_manifest_rename_poisons_the_log_and_keeps_the_committed_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    filled(dir.path(), 2000).close().unwrap();
+    let mut opts = small_opts();
+    opts.faults.fail_compaction_at = Some(CompactionStep::ManifestRenamed);
+    let (log, _) = Log::open(dir.path(), opts).unwrap();
+    let all = read_all(&log);
+    let e = log
+        .compact_sealed(u64::MAX, &mut |lsn, _| lsn % 2 == 1)
+        .unwrap_err();
+    assert!(e.to_string().contains("injected"), "{e}");
+    assert_eq!(gen_dirs(dir.path()), vec!["gen-000001"]);
+    let retry = log
+        .compact_sealed(u64::MAX, &mut |lsn, _| lsn % 2 == 1)
+        .unwrap_err();
+    assert!(matches!(retry, Error::FsyncFailed { .. }), "{retry}");
+    let append = log.append(b"x", Durability::Lazy).unwrap_err();
+    assert!(matches!(append, Error::FsyncFailed { .. }), "{append}");
+    assert_eq!(gen_dirs(dir.path()), vec!["gen-000001"]);
+    drop(log);
+    let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert_eq!(rep.generation, 1);
+    let sealed = log.stats().compacted_end;
+    let expect: Vec<_> = all
+        .iter()
+        .filter(|(l, _)| *l >= sealed || l % 2 == 1)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(&log), expect);
+    assert_eq!(log.append(b"z", Durability::Durable).unwrap(), 2001);
+    drop(log);
+    assert!(verify(dir.path()).unwrap().is_clean());
+}
+
+/// A generation directory this process did not commit (left by a failed
+/// attempt, or by anything else) is never reused or deleted by a compaction.
+#[test]
+fn a_new_generation_is_numbered_above_every_one_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = filled(dir.path(), 2000);
+    let stray = dir.path().join("gen-000003");
+    fs::create_dir(&stray).unwrap();
+    fs::write(stray.join("keep-me"), b"x").unwrap();
+    let out = log
+        .compact_sealed(u64::MAX, &mut |lsn, _| lsn % 2 == 1)
+        .unwrap();
+    assert_eq!(out.generation, 4);
+    assert!(stray.join("keep-me").exists());
+    drop(log);
+    let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert_eq!(rep.generation, 4);
+    assert!(rep.removed.contains(&stray), "{:?}", rep.removed);
+    assert_eq!(log.append(b"z", Durability::Durable).unwrap(), 2001);
 }

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::manifest::{gen_dir, Manifest};
+use super::manifest::{commit_tmp, gen_dir, max_gen_on_disk, Manifest};
 use super::record::{encode_record, parse_at, record_size, Parsed};
 use super::seal::{footer_offset, sealed_len, SealFooter, SEAL_RESERVE};
 use super::segment::{self, file_name, SegHeader, Segment, SEG_HDR};
@@ -31,6 +31,9 @@ pub enum CompactionStep {
     SegmentsWritten,
     /// After `MANIFEST.tmp` is written and synced, before the rename.
     ManifestTmpWritten,
+    /// After the rename and the directory fsync, before memory switches
+    /// (as if that fsync had failed).
+    ManifestRenamed,
     /// After the switch is committed, before the old files are deleted.
     Committed,
 }
@@ -76,7 +79,7 @@ struct OutFile {
 
 impl<'a> GenWriter<'a> {
     pub fn new(dir: &Path, seg_size: u64, ids: &'a AtomicU64) -> Result<GenWriter<'a>> {
-        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        super::create_dir_durable(dir)?;
         Ok(GenWriter {
             dir: dir.to_path_buf(),
             seg_size: seg_size as usize,
@@ -197,11 +200,10 @@ impl Log {
         if inputs.is_empty() {
             return Ok(out);
         }
-        let generation = g.generation + 1;
+        // Above every generation on disk: a directory left by a failed
+        // attempt (or committed by one whose swap failed) is never reused.
+        let generation = g.generation.max(max_gen_on_disk(&inner.dir)?) + 1;
         let gdir = gen_dir(&inner.dir, generation);
-        if gdir.exists() {
-            fs::remove_dir_all(&gdir).map_err(|e| Error::io(&gdir, e))?;
-        }
         let mut w = GenWriter::new(&gdir, inner.opts.segment_size, &inner.next_segment_id)?;
         for s in &inputs {
             let bytes = s.published();
@@ -235,23 +237,24 @@ impl Log {
         let (files, bytes_after) = w.finish()?;
         segment::sync_dir(&inner.dir)?;
         inner.inject(CompactionStep::SegmentsWritten)?;
+        // Open and check the new segments while nothing refers to them yet:
+        // a failure here leaves the old generation current.
+        let new_segs = open_generation(&gdir, &files)?;
         let manifest = Manifest {
             generation,
             compacted_end: new_end,
             next_segment_id: inner.next_segment_id.load(Ordering::Acquire),
             segments: files.clone(),
         };
-        manifest.store(&inner.dir, || {
-            inner.inject(CompactionStep::ManifestTmpWritten)
-        })?;
-        // Committed: swap the in-memory list.
-        let mut new_segs: Vec<Arc<Segment>> = Vec::new();
-        for (lsn, _) in &files {
-            let s = Segment::open(&gdir.join(file_name(*lsn)), false)?;
-            let sc = super::recovery::scan(s.map.bytes(s.map.len()), &s.hdr, 0);
-            s.end.store(sc.end, Ordering::Release);
-            new_segs.push(Arc::new(s));
-        }
+        manifest.write_tmp(&inner.dir)?;
+        inner.inject(CompactionStep::ManifestTmpWritten)?;
+        // From the rename on, the disk may name the new generation while
+        // memory still has the old: any failure poisons the log, so this
+        // process neither writes under nor deletes the committed generation.
+        let poison = |e: Error| inner.poison_with(&e);
+        commit_tmp(&inner.dir)
+            .and_then(|_| inner.inject(CompactionStep::ManifestRenamed))
+            .map_err(poison)?;
         let old_gen = g.generation;
         {
             let mut cur = lock(&inner.segs);
@@ -268,18 +271,43 @@ impl Log {
         out.compacted_end = new_end;
         out.segments_out = files.len();
         out.bytes_after = bytes_after;
-        inner.inject(CompactionStep::Committed)?;
+        inner.inject(CompactionStep::Committed).map_err(poison)?;
         // Delete what the new generation replaces (open would do it after a crash).
         if old_gen > 0 {
             let old = gen_dir(&inner.dir, old_gen);
-            fs::remove_dir_all(&old).map_err(|e| Error::io(&old, e))?;
+            fs::remove_dir_all(&old).map_err(|e| poison(Error::io(&old, e)))?;
         }
         for s in inputs.iter().filter(|s| !s.hdr.compacted()) {
-            fs::remove_file(&s.path).map_err(|e| Error::io(&s.path, e))?;
+            fs::remove_file(&s.path).map_err(|e| poison(Error::io(&s.path, e)))?;
         }
-        segment::sync_dir(&inner.dir)?;
+        segment::sync_dir(&inner.dir).map_err(poison)?;
         Ok(out)
     }
+}
+
+/// Map the segments of a freshly written generation and check each one
+/// (CRCs, LSN order) before a MANIFEST may name them.
+fn open_generation(gdir: &Path, files: &[(Lsn, u64)]) -> Result<Vec<Arc<Segment>>> {
+    let mut segs = Vec::with_capacity(files.len());
+    let mut prev_last = 0;
+    for (lsn, _) in files {
+        let s = Segment::open(&gdir.join(file_name(*lsn)), false)?;
+        let bytes = s.map.bytes(s.map.len());
+        let sc = super::recovery::scan_sealed(bytes, &s.hdr, prev_last)
+            .unwrap_or_else(|| super::recovery::scan(bytes, &s.hdr, prev_last));
+        if let Some(pr) = sc.problem {
+            return Err(Error::Corrupt {
+                segment: s.path.clone(),
+                offset: pr.offset as u64,
+                lsn: pr.lsn,
+                reason: format!("{} (in a segment compaction just wrote)", pr.reason),
+            });
+        }
+        prev_last = sc.last_lsn.unwrap_or(prev_last);
+        s.end.store(sc.end, Ordering::Release);
+        segs.push(Arc::new(s));
+    }
+    Ok(segs)
 }
 
 impl super::Inner {

@@ -1,13 +1,24 @@
-//! The writer lock: an exclusive `flock` on `<dir>/LOCK` holding the writer's
-//! pid. Held for the life of the `Log` (released when the file is closed, also
-//! when the process dies). Readers never take it.
+//! The writer lock: an exclusive `flock` (std's `File::try_lock`) on the log
+//! directory itself and on `<dir>/LOCK`, which holds the writer's pid. Held
+//! for the life of the `Log` (released when the files are closed, also when
+//! the process dies). Readers never take it.
+//!
+//! Invariants: the directory lock is what excludes a second writer, so
+//! deleting `LOCK` (a common way to clear a "stale" lock) does not let one
+//! in; `LOCK` is still locked too (tools probe it). `LOCK` is opened without following a symlink and must be a
+//! regular file (a planted link cannot make a writer truncate its target);
+//! after the lock is taken, the locked inode must still be the one at the
+//! path, otherwise (someone deleted or replaced `LOCK` to clear a "stale"
+//! lock) the lock is retaken on the new file, so two writers never hold
+//! locks on different inodes at once; the pid is written before the file is
+//! truncated to it, so a reader of `LOCK` never sees it empty.
 
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::Read;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::mmap::try_flock_exclusive;
 use crate::error::{Error, Result};
 
 /// How long a lock held under this process's own pid may linger (see `acquire`).
@@ -16,37 +27,90 @@ const OWN_LOCK_GRACE: Duration = Duration::from_secs(1);
 /// An acquired writer lock (dropping it releases the lock).
 #[derive(Debug)]
 pub(crate) struct LockFile {
+    _dir: File,
     _file: File,
 }
 
-fn holder_pid(file: &mut File) -> u32 {
+fn holder_pid(file: &File) -> u32 {
     let mut s = String::new();
-    if file.seek(SeekFrom::Start(0)).is_err() || file.read_to_string(&mut s).is_err() {
+    if (&*file).read_to_string(&mut s).is_err() {
         return 0;
     }
     s.trim().parse().unwrap_or(0)
 }
 
-/// Take the lock on `dir/LOCK`, waiting up to `timeout` (None = fail at once).
-pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile> {
-    let path: PathBuf = dir.join("LOCK");
-    let mut file = OpenOptions::new()
+/// Open `path` for locking: no symlink, a regular file.
+fn open_lock_file(path: &Path) -> Result<File> {
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(&path, e))?;
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => Error::InvalidArgument(format!(
+                "{} is a symbolic link; the writer lock must be a regular file (remove the link)",
+                path.display()
+            )),
+            _ => Error::io(path, e),
+        })?;
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        return Err(Error::InvalidArgument(format!(
+            "{} is not a regular file; the writer lock must be one (remove it)",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// Whether `file` is still the inode at `path`.
+fn still_at_path(file: &File, path: &Path) -> Result<bool> {
+    let held = file.metadata().map_err(|e| Error::io(path, e))?;
+    match std::fs::symlink_metadata(path) {
+        Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
+/// Take the lock on `dir/LOCK`, waiting up to `timeout` (None = fail at once).
+pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile> {
+    let path: PathBuf = dir.join("LOCK");
     let mut deadline = timeout.map(|t| Instant::now() + t);
     let mut own_grace = false;
-    loop {
-        if try_flock_exclusive(&file).map_err(|e| Error::io(&path, e))? {
-            break;
+    let dir_file = File::open(dir).map_err(|e| Error::io(dir, e))?;
+    let file = loop {
+        let file = open_lock_file(&path)?;
+        let locked = match dir_file.try_lock() {
+            Ok(()) => match file.try_lock() {
+                Ok(()) => true,
+                Err(e) => {
+                    // Held on LOCK alone (an older agentlog): wait for it.
+                    dir_file.unlock().map_err(|e| Error::io(dir, e))?;
+                    match e {
+                        TryLockError::WouldBlock => false,
+                        TryLockError::Error(e) => return Err(Error::io(&path, e)),
+                    }
+                }
+            },
+            Err(TryLockError::WouldBlock) => false,
+            Err(TryLockError::Error(e)) => return Err(Error::io(dir, e)),
+        };
+        if locked {
+            if still_at_path(&file, &path)? {
+                break file;
+            }
+            // LOCK was deleted or replaced after we opened it: retake the
+            // locks with the file now at the path.
+            dir_file.unlock().map_err(|e| Error::io(dir, e))?;
+            continue;
         }
         match deadline {
             Some(d) if Instant::now() < d => std::thread::sleep(Duration::from_millis(5)),
             _ => {
-                let pid = holder_pid(&mut file);
+                let pid = holder_pid(&file);
                 // A flock belongs to the open file description, and a child
                 // this process forks shares it until the child execs. So a
                 // writer of *this* process that was just closed can still
@@ -61,11 +125,46 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
                 return Err(Error::Locked { pid, path });
             }
         }
-    }
-    let pid = std::process::id();
-    file.set_len(0).map_err(|e| Error::io(&path, e))?;
-    file.seek(SeekFrom::Start(0))
-        .and_then(|_| file.write_all(format!("{pid}\n").as_bytes()))
+    };
+    let line = format!("{}\n", std::process::id());
+    file.write_all_at(line.as_bytes(), 0)
+        .and_then(|_| file.set_len(line.len() as u64))
         .map_err(|e| Error::io(&path, e))?;
-    Ok(LockFile { _file: file })
+    Ok(LockFile {
+        _dir: dir_file,
+        _file: file,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deleting_lock_does_not_let_a_second_writer_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = acquire(dir.path(), None).unwrap();
+        std::fs::remove_file(dir.path().join("LOCK")).unwrap();
+        let e = acquire(dir.path(), None).unwrap_err();
+        assert!(matches!(e, Error::Locked { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_symlinked_lock_is_refused_and_its_target_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("precious");
+        std::fs::write(&target, b"do not truncate").unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join("LOCK")).unwrap();
+        let e = acquire(dir.path(), None).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"do not truncate");
+    }
+
+    #[test]
+    fn a_waiting_writer_sees_the_holders_pid() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = acquire(dir.path(), None).unwrap();
+        let contents = std::fs::read_to_string(dir.path().join("LOCK")).unwrap();
+        assert_eq!(contents, format!("{}\n", std::process::id()));
+    }
 }

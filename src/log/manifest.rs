@@ -109,15 +109,37 @@ impl Manifest {
     /// Atomically replace `dir/MANIFEST` (the commit point of a compaction).
     /// `before_rename` lets tests inject a crash between the tmp write and the rename.
     pub fn store(&self, dir: &Path, before_rename: impl FnOnce() -> Result<()>) -> Result<()> {
+        self.write_tmp(dir)?;
+        before_rename()?;
+        commit_tmp(dir)
+    }
+
+    /// Write and fsync `dir/MANIFEST.tmp` (nothing is committed yet).
+    pub fn write_tmp(&self, dir: &Path) -> Result<()> {
         let tmp = dir.join("MANIFEST.tmp");
-        let path = dir.join("MANIFEST");
         let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(&self.encode())
             .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io(&tmp, e))?;
-        drop(f);
-        before_rename()?;
-        fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-        sync_dir(dir)
+            .map_err(|e| Error::io(&tmp, e))
     }
+}
+
+/// Rename `MANIFEST.tmp` over `MANIFEST` and fsync `dir`. Once the rename was
+/// attempted the commit may have happened, whatever this returns.
+pub fn commit_tmp(dir: &Path) -> Result<()> {
+    let path = dir.join("MANIFEST");
+    fs::rename(dir.join("MANIFEST.tmp"), &path).map_err(|e| Error::io(&path, e))?;
+    sync_dir(dir)
+}
+
+/// The highest generation directory present in `dir` (0 if none).
+pub fn max_gen_on_disk(dir: &Path) -> Result<u64> {
+    let mut max = 0;
+    for ent in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let ent = ent.map_err(|e| Error::io(dir, e))?;
+        if let Some(g) = ent.file_name().to_str().and_then(parse_gen_dir) {
+            max = max.max(g);
+        }
+    }
+    Ok(max)
 }

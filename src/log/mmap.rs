@@ -1,5 +1,5 @@
 //! The only `unsafe` code of agentlog: memory maps of segment files and the
-//! raw syscalls (`fallocate`, `flock`) the log needs.
+//! raw syscall (`fallocate`) the log needs.
 //!
 //! # Safety argument
 //!
@@ -152,19 +152,4 @@ pub(crate) fn fallocate(file: &File, len: u64) -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(rc));
     }
     Err(err)
-}
-
-/// Try to take an exclusive `flock` without blocking. `Ok(false)` = held elsewhere.
-pub(crate) fn try_flock_exclusive(file: &File) -> io::Result<bool> {
-    // SAFETY: plain syscall on a valid open fd.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
-    }
-    let err = io::Error::last_os_error();
-    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(false)
-    } else {
-        Err(err)
-    }
 }

@@ -23,6 +23,7 @@ mod lock;
 mod manifest;
 mod mmap;
 mod open;
+mod poison;
 mod reader;
 pub mod record;
 mod recovery;
@@ -208,6 +209,27 @@ impl std::fmt::Debug for Log {
     }
 }
 
+/// `create_dir_all` that also fsyncs the parent of every directory it
+/// creates, so a new directory survives a power loss with what is put in it.
+pub(crate) fn create_dir_durable(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_dir_durable(parent)?;
+    }
+    match fs::create_dir(dir) {
+        Ok(()) => {}
+        // Created concurrently by someone else: their fsync, or ours below.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+        Err(e) => return Err(Error::io(dir, e)),
+    }
+    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => segment::sync_dir(parent),
+        None => Ok(()),
+    }
+}
+
 /// Lock a mutex, ignoring poisoning: every critical section leaves the state
 /// consistent before anything that can panic (a panicking `fill` closure
 /// publishes nothing).
@@ -244,8 +266,9 @@ impl Log {
     /// Open (or create) the log in `dir`, taking the writer lock and recovering.
     pub fn open(dir: &Path, opts: LogOptions) -> Result<(Log, RecoveryReport)> {
         check_options(&opts)?;
-        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        create_dir_durable(dir)?;
         let lockf = lock::acquire(dir, opts.lock_timeout)?;
+        poison::check_marker(dir)?;
         let opened = open::recovery_open(dir, &opts)?;
         let budget = opts
             .faults
@@ -476,12 +499,34 @@ impl Drop for Inner {
     }
 }
 
+/// Zeroes an unpublished range when dropped (only during a panic: the
+/// normal path forgets it).
+struct ZeroOnUnwind<'a> {
+    map: &'a mmap::Map,
+    off: usize,
+    len: usize,
+}
+
+impl Drop for ZeroOnUnwind<'_> {
+    fn drop(&mut self) {
+        self.map.zero(self.off, self.len);
+    }
+}
+
 impl Inner {
     fn check_poison(&self) -> Result<()> {
         match self.poison.get() {
             Some(d) => Err(Error::FsyncFailed { detail: d.clone() }),
             None => Ok(()),
         }
+    }
+
+    /// Poison after a failed sync: the page cache may now hold pages that
+    /// look written but never reach the disk, so the marker makes the next
+    /// process refuse to open (see `poison`) instead of trusting them.
+    fn poison_sync(&self, e: &Error) -> Error {
+        poison::write_marker(&self.dir, &e.to_string());
+        self.poison_with(e)
     }
 
     fn poison_with(&self, e: &Error) -> Error {
@@ -537,12 +582,20 @@ impl Inner {
         let map = &w.active.map;
         let len_flags = len as u32 | if cont { CONT } else { 0 };
         let mut h = hasher_for(w.active.hdr.segment_id, len_flags, lsn);
+        // If `fill` panics, zero what it wrote: nothing is published, and the
+        // bytes past the end must stay zero for seal and recovery.
+        let undo = ZeroOnUnwind {
+            map,
+            off: off + REC_HDR,
+            len: record_size(len) - REC_HDR,
+        };
         map.fill(off + REC_HDR, record_size(len) - REC_HDR, |buf| {
             let (payload, pad) = buf.split_at_mut(len);
             fill(payload);
             pad.fill(0);
             h.update(payload);
         });
+        std::mem::forget(undo);
         map.write(off, &encode_header(len_flags, h.finalize(), lsn));
     }
 
@@ -584,7 +637,7 @@ impl Inner {
         };
         if self.opts.faults.fail_syncs {
             prepared.discard();
-            return Err(self.poison_with(&Error::Injected("sync failure".into())));
+            return Err(self.poison_sync(&Error::Injected("sync failure".into())));
         }
         // A main-directory segment holds consecutive LSNs from its first.
         let first = w.active.hdr.first_lsn;
@@ -595,7 +648,7 @@ impl Inner {
             .seal(w.write_off, range.map(|r| r.0), range.map(|r| r.1), records)
         {
             prepared.discard();
-            return Err(self.poison_with(&e));
+            return Err(self.poison_sync(&e));
         }
         {
             let mut st = lock(&self.sync);
@@ -637,7 +690,7 @@ impl Inner {
             match res {
                 Ok(covered) => st.synced = st.synced.max(covered),
                 Err(e) => {
-                    let err = self.poison_with(&e);
+                    let err = self.poison_sync(&e);
                     self.sync_cv.notify_all();
                     return Err(err);
                 }

@@ -269,7 +269,7 @@ pub fn salvage(src: &Path, dst: &Path) -> Result<SalvageReport> {
             dst.display()
         )));
     }
-    fs::create_dir_all(dst).map_err(|e| Error::io(dst, e))?;
+    super::create_dir_durable(dst)?;
     let ids = AtomicU64::new(1);
     let gdir = gen_dir(dst, 1);
     let mut w = GenWriter::new(&gdir, 64 << 20, &ids)?;

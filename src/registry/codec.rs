@@ -176,8 +176,7 @@ fn body_err(t: u8, reason: impl std::fmt::Display) -> DecodeError {
 }
 
 fn body<T: DeserializeOwned>(t: u8, bytes: &[u8]) -> Result<T, DecodeError> {
-    let (v, used) =
-        bincode::serde::decode_from_slice(bytes, config()).map_err(|e| body_err(t, e))?;
+    let (v, used) = crate::bounded_decode::decode_from_slice(bytes).map_err(|e| body_err(t, e))?;
     if used != bytes.len() {
         return Err(body_err(
             t,

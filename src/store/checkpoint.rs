@@ -347,16 +347,14 @@ pub(super) fn snapshot_if_new(core: &Core) -> StoreResult<Option<SnapshotInfo>> 
 fn take(core: &Core) -> StoreResult<Option<SnapshotInfo>> {
     // Held through the export too, so exports publish in snapshot order.
     let mut last = core.snap.last();
-    // Read the generation before the state: if compaction switches in
-    // between, the snapshot claims the older generation and is distrusted,
-    // never the other way round.
-    let generation = core.log.stats().generation;
-    let (state, lsn) = {
+    // The generation comes from the same guard as the state: a compaction
+    // changes both at once, so the label always matches the content.
+    let (state, lsn, generation) = {
         let g = core.read();
         if *last == Some(g.applied) || (last.is_none() && g.applied == 0) {
             return Ok(None);
         }
-        (g.state.clone(), g.applied)
+        (g.state.clone(), g.applied, g.generation)
     };
     write_and_export(core, &mut last, generation, &state, lsn).map(Some)
 }
@@ -405,10 +403,9 @@ impl Store {
     pub fn snapshot(&self) -> StoreResult<SnapshotInfo> {
         let core = &*self.core;
         let mut last = core.snap.last();
-        let generation = core.log.stats().generation;
-        let (state, lsn) = {
+        let (state, lsn, generation) = {
             let g = core.read();
-            (g.state.clone(), g.applied)
+            (g.state.clone(), g.applied, g.generation)
         };
         write_and_export(core, &mut last, generation, &state, lsn)
     }

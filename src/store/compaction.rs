@@ -28,10 +28,14 @@ impl Store {
         };
         let c = crate::compact::compact(&self.core.log, &state, upto, now, opts)?;
         if c.report.generation != c.report.generation_before {
+            #[cfg(test)]
+            tests::AFTER_LOG_SWITCH.with(|h| h.get().map(|f| f(self)));
             let mut g = self.write();
             let mut s = c.retained;
             crate::compact::catch_up(&mut s, &self.core.log.view(), self.core.log.dir(), upto)?;
+            // State and generation change together (see `Inner::generation`).
             g.state = s;
+            g.generation = c.report.generation;
             drop(g);
             // Snapshots of the old generation are no longer trusted (they would
             // bring retired agents back), so the next open would refold the
@@ -57,5 +61,71 @@ impl Store {
         let report = self.compact(now, &auto.options())?;
         auto.compacted(&self.core.log.view(), self.core.log.dir(), now)?;
         Ok(Some(report))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compact::CompactOptions;
+    use crate::log::LogOptions;
+    use crate::model::Status;
+    use crate::registry::Registration;
+    use crate::store::checkpoint::SnapshotPayload;
+    use crate::store::{Store, StoreOptions};
+    use crate::time::Timestamp;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Runs between the log's generation switch and the state swap.
+        pub(super) static AFTER_LOG_SWITCH: Cell<Option<fn(&Store)>> = const { Cell::new(None) };
+    }
+
+    /// A snapshot taken while a compaction is between its log commit and its
+    /// state swap must not pair the new generation with the old state: reopen
+    /// would trust it and bring retired agents back.
+    #[test]
+    fn a_snapshot_during_compaction_never_pairs_the_new_generation_with_the_old_state() {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = StoreOptions {
+            log: LogOptions {
+                segment_size: 32 * 1024,
+                max_record_size: 4096,
+                flush_interval: None,
+                ..Default::default()
+            },
+            snapshot_every_events: 0,
+            snapshot_every_secs: 0,
+            ..Default::default()
+        };
+        let store = Store::open(tmp.path(), opts).unwrap();
+        let t0 = Timestamp::from_secs(1_800_000_000);
+        for i in 0..4 {
+            let r = Registration::new(&format!("a{i}"), "claude", "/w");
+            store.register(r, Some(t0)).unwrap();
+        }
+        store
+            .set_status("a0", Status::Exited, None, Some(t0.add_millis(1000)))
+            .unwrap();
+        // The hook snapshots between the log switch and the state swap and
+        // checks that file at once (the post-compaction snapshot, at the same
+        // LSN, replaces it).
+        AFTER_LOG_SWITCH.with(|h| {
+            h.set(Some(|s: &Store| {
+                let info = s.snapshot().unwrap();
+                let snap: SnapshotPayload = crate::snapshot::read_one(&info).unwrap();
+                let switched_to = s.log().stats().generation;
+                assert!(
+                    snap.generation != switched_to || !snap.state.agents().contains("a0"),
+                    "{} is labelled generation {switched_to} but holds the pre-compaction state",
+                    info.path.display()
+                );
+            }))
+        });
+        let now = t0.add_millis(1000 * 3600 * 1000);
+        let report = store.compact(now, &CompactOptions::default());
+        AFTER_LOG_SWITCH.with(|h| h.set(None));
+        let report = report.unwrap();
+        assert_ne!(report.generation, report.generation_before, "{report:?}");
+        assert!(!store.state().agents().contains("a0"));
     }
 }
