@@ -43,6 +43,7 @@ use std::time::Duration;
 pub use compaction::{CompactionOutcome, CompactionStep};
 pub use reader::LogReader;
 pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
+
 pub use view::{LogIter, LogView, RecordRef};
 
 pub(crate) use open::list_live;
@@ -132,6 +133,20 @@ pub struct TailCut {
     pub bytes: u64,
     pub reason: String,
     pub broken_copy: PathBuf,
+}
+
+/// A torn tail of the newest segment, seen by a reader or `verify` (which
+/// change nothing): the records before `offset` are whole, nothing valid
+/// follows it, and the next writer open cuts it (saving it to `.broken`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    pub segment: PathBuf,
+    pub offset: u64,
+    /// The LSN expected at `offset` (never a damaged header's claim).
+    pub lsn: Option<Lsn>,
+    /// Bytes from `offset` to the end of the nonzero tail.
+    pub bytes: u64,
+    pub reason: String,
 }
 
 /// What `Log::open` found.
