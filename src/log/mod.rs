@@ -64,7 +64,8 @@ pub enum Durability {
     Durable,
 }
 
-/// What `Log::open` does with bad records.
+/// What `Log::open` does with bad records (the recovery policy, as in
+/// raft-engine: chosen by the caller, never guessed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RecoveryMode {
     /// Cut a torn tail of the newest segment (saved to `.broken`); refuse corruption.
@@ -72,6 +73,13 @@ pub enum RecoveryMode {
     TolerateTail,
     /// Any bad record (even a torn tail) is an error.
     Absolute,
+    /// As `TolerateTail`, and also cut the newest segment at a power-loss
+    /// hole: after a power loss, lazy appends written back out of order can
+    /// leave a zero page followed by valid records. Everything from the
+    /// first bad offset on (those valid records included) is saved to
+    /// `.broken` and zeroed; the `TailCut` says which LSNs were dropped.
+    /// Other damage is still refused.
+    CutAtHole,
 }
 
 /// Test hooks that inject failures (all off by default).

@@ -248,6 +248,54 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
     out
 }
 
+/// What a power loss with lazy appends left in the newest segment: a page
+/// that was never written back (zeros) with valid records behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hole {
+    /// Offset of the first zero page.
+    pub page: usize,
+    /// Valid records behind the hole: count and LSN range.
+    pub records: u64,
+    pub lsns: Option<(u64, u64)>,
+}
+
+/// Is the damage at `problem` a power-loss hole: a whole zero page between
+/// the first bad offset and the next valid record? Records written back
+/// out of order leave exactly that; anything else stays corruption.
+pub fn power_loss_hole(bytes: &[u8], hdr: &SegHeader, problem: &Problem) -> Option<Hole> {
+    let min_lsn = problem.lsn?;
+    let (follower, _) = find_valid_after(bytes, problem.offset, hdr, min_lsn)?;
+    let mut page = problem.offset & !4095;
+    let hole = loop {
+        if page + 4096 > follower {
+            return None;
+        }
+        if page + 4096 > problem.offset && bytes[page..page + 4096].iter().all(|&b| b == 0) {
+            break page;
+        }
+        page += 4096;
+    };
+    let (mut off, mut records, mut lsns) = (follower, 0u64, None::<(u64, u64)>);
+    loop {
+        match parse_at(bytes, off, hdr.segment_id) {
+            Parsed::Record { lsn, next, .. } => {
+                records += 1;
+                lsns = Some(lsns.map_or((lsn, lsn), |(a, _)| (a, lsn)));
+                off = next;
+            }
+            _ => match find_valid_after(bytes, off, hdr, lsns.map_or(min_lsn, |l| l.1 + 1)) {
+                Some((p, _)) => off = p,
+                None => break,
+            },
+        }
+    }
+    Some(Hole {
+        page: hole,
+        records,
+        lsns,
+    })
+}
+
 /// A record seen by `walk`.
 pub struct Walked<'a> {
     pub offset: usize,
