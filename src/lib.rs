@@ -12,6 +12,7 @@ pub mod error;
 pub mod export;
 pub mod fslock;
 pub mod import;
+pub mod layout;
 pub mod log;
 pub mod model;
 pub mod ops;

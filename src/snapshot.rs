@@ -203,8 +203,14 @@ pub fn list(dir: &Path) -> Result<Vec<SnapshotInfo>> {
 /// skipping (with a warning) every newer one that is not. `None` when there is
 /// no usable snapshot: the caller folds the whole log.
 pub fn load_newest<T: DeserializeOwned>(dir: &Path) -> Result<Option<Loaded<T>>> {
+    load_newest_upto(dir, u64::MAX)
+}
+
+/// [`load_newest`] among the snapshots covering no LSN beyond `max_lsn`
+/// (newer files are not read).
+pub fn load_newest_upto<T: DeserializeOwned>(dir: &Path, max_lsn: u64) -> Result<Option<Loaded<T>>> {
     let mut skipped = Vec::new();
-    for info in list(dir)?.into_iter().rev() {
+    for info in list(dir)?.into_iter().rev().filter(|i| i.lsn <= max_lsn) {
         match read_one(&info) {
             Ok(state) => {
                 return Ok(Some(Loaded {

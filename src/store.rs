@@ -15,6 +15,7 @@
 //! configured), `close` snapshots, and [`Store::snapshot`] does it on demand.
 //! Export and import of schema-v4 `registry.json` live in [`interop`].
 
+use crate::layout::StoreLayout;
 use crate::log::{Durability, Log, LogOptions, LogView, RecoveryReport};
 use crate::model::{Agent, Status};
 use crate::registry::codec::{self, DecodeError};
@@ -32,11 +33,13 @@ use std::time::Instant;
 mod checkpoint;
 mod compaction;
 mod interop;
+mod read_only;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
 };
 pub use interop::ImportReport;
+pub use read_only::{ReadOnlyStore, ReadState};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -206,7 +209,7 @@ impl Store {
     /// after it. [`Store::open_report`] tells what was used.
     pub fn open(dir: &Path, opts: StoreOptions) -> StoreResult<Store> {
         let started = Instant::now();
-        let (log, recovery) = Log::open(&dir.join("log"), opts.log.clone())?;
+        let (log, recovery) = Log::open(&StoreLayout::new(dir).log(), opts.log.clone())?;
         let log_open = started.elapsed();
         let (base, skipped) = checkpoint::load_base(dir, &log, &opts);
         let timings = OpenTimings {
@@ -226,7 +229,7 @@ impl Store {
         base: Option<(State, Lsn)>,
     ) -> StoreResult<Store> {
         let started = Instant::now();
-        let opened = Log::open(&dir.join("log"), opts.log.clone())?;
+        let opened = Log::open(&StoreLayout::new(dir).log(), opts.log.clone())?;
         let timings = OpenTimings {
             log_open: started.elapsed(),
             ..Default::default()

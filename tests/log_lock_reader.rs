@@ -131,3 +131,29 @@ fn reader_never_shows_an_unterminated_batch() {
         .collect();
     assert_eq!(seen, vec![b"one".to_vec()]);
 }
+
+/// A reader that maps the active segment before any record lands, then
+/// refreshes after the writer appended and sealed it: sealing used to shrink
+/// the file under the reader's map, and the reader's look at the footer
+/// place (the end of its map) died of SIGBUS. Sealing now keeps the length.
+#[test]
+fn reader_survives_a_seal_of_the_segment_it_maps() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
+    let mut reader = LogReader::open(dir.path()).unwrap();
+    assert_eq!(reader.last_lsn(), None);
+    log.append(b"one", Durability::Durable).unwrap();
+    log.append(b"two", Durability::Durable).unwrap();
+    log.seal_active().unwrap();
+    reader.refresh().unwrap();
+    assert_eq!(reader.last_lsn(), Some(2));
+    log.append(b"three", Durability::Durable).unwrap();
+    reader.refresh().unwrap();
+    let got: Vec<Vec<u8>> = reader
+        .view()
+        .iter()
+        .map(|r| r.unwrap().payload.to_vec())
+        .collect();
+    assert_eq!(got, [&b"one"[..], b"two", b"three"]);
+    log.close().unwrap();
+}

@@ -375,3 +375,54 @@ fn read_all_from(dir: &Path, o: LogOptions) -> Vec<(u64, Vec<u8>)> {
     let (log, _) = Log::open(dir, o).unwrap();
     read_all(&log)
 }
+
+/// After a power loss with lazy appends, a page that never reached the disk
+/// leaves a zero hole with valid records behind it. The default mode
+/// refuses that (valid records after damage); `CutAtHole` cuts at the hole,
+/// keeps the rest in `.broken` and says which LSNs it dropped.
+#[test]
+fn power_loss_hole_is_cut_in_cut_at_hole_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
+    for lsn in 1..=150u64 {
+        log.append(&payload(lsn), Durability::Lazy).unwrap();
+    }
+    log.close().unwrap();
+    let seg = main_segments(dir.path()).pop().unwrap();
+    let mut bytes = fs::read(&seg).unwrap();
+    // The first record that starts inside or reaches into page 1.
+    let mut off = 64;
+    let mut lsn = 1u64;
+    while off + rec_size(payload(lsn).len()) <= 4096 {
+        off += rec_size(payload(lsn).len());
+        lsn += 1;
+    }
+    let first_lost = lsn;
+    bytes[4096..8192].fill(0);
+    fs::write(&seg, &bytes).unwrap();
+
+    match Log::open(dir.path(), small_opts()) {
+        Err(Error::Corrupt { lsn, .. }) => assert_eq!(lsn, Some(first_lost)),
+        other => panic!("the default mode must refuse a hole: {other:?}"),
+    }
+    let hole_opts = LogOptions {
+        recovery: RecoveryMode::CutAtHole,
+        ..small_opts()
+    };
+    let (log, rep) = Log::open(dir.path(), hole_opts).unwrap();
+    assert_eq!(rep.cut.len(), 1, "{rep:?}");
+    let cut = &rep.cut[0];
+    assert_eq!(cut.lsn, Some(first_lost));
+    assert!(cut.reason.contains("power-loss hole (zero page at offset 4096)"), "{}", cut.reason);
+    assert!(cut.reason.contains("..=150)"), "names the dropped LSNs: {}", cut.reason);
+    assert!(cut.broken_copy.exists());
+    let kept: Vec<u64> = read_all(&log).into_iter().map(|(l, _)| l).collect();
+    assert_eq!(kept, (1..first_lost).collect::<Vec<_>>());
+    assert_eq!(log.append(b"next", Durability::Durable).unwrap(), first_lost);
+    log.close().unwrap();
+    // Nothing is left to cut: the default mode opens it again.
+    let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();
+    assert!(rep.cut.is_empty());
+    assert_eq!(log.last_lsn(), Some(first_lost));
+    log.close().unwrap();
+}

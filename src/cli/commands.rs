@@ -563,6 +563,13 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
                 "last_lsn": log.last_lsn,
                 "generation": log.generation,
                 "bad": bad,
+                "torn_tail": log.torn_tail.as_ref().map(|t| json!({
+                    "segment": t.segment,
+                    "offset": t.offset,
+                    "lsn": t.lsn,
+                    "bytes": t.bytes,
+                    "reason": t.reason,
+                })),
                 "undecodable": undecodable,
             }),
         )?;
@@ -586,6 +593,17 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
                 b.segment.display(),
                 b.offset,
                 b.reason
+            )?;
+        }
+        if let Some(t) = &log.torn_tail {
+            let lsn = t.lsn.map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            writeln!(
+                w,
+                "torn tail: segment {}, offset {}, {lsn}, {} byte(s): {} (not damage: a crash mid-write; the next writer open cuts it)",
+                t.segment.display(),
+                t.offset,
+                t.bytes,
+                t.reason
             )?;
         }
         for (lsn, reason) in &v.undecodable {

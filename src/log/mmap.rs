@@ -21,9 +21,11 @@
 //! `crate::log`) only ever pass offsets in the unpublished suffix. Slices handed
 //! out never overlap a region being written.
 //!
-//! Files are never truncated below a published end while mapped: sealing trims
-//! to `round_up(used + 16, 4096)` (>= the end marker a reader inspects), and
-//! compaction unlinks files (the mapping stays valid until dropped). Another
+//! Files another process may map are never shrunk: sealing (segment format
+//! 3) keeps the file's length and punches a hole into the unused space
+//! instead, so a reader's map of the old length never touches a page past
+//! the end of the file (which would be SIGBUS). Compaction unlinks files (the
+//! mapping stays valid until dropped). Another
 //! process (a `LogReader`) reads the same file through its own read-only map
 //! and validates every record by CRC before showing it, so a torn concurrent
 //! write is simply "not yet there". We assume, as every mmap-based store does,
@@ -153,3 +155,23 @@ pub(crate) fn fallocate(file: &File, len: u64) -> io::Result<()> {
     }
     Err(err)
 }
+
+/// Give back the blocks of `[off, off+len)` of `file` without changing its
+/// size (`FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE`): the range reads as
+/// zeros afterwards, and a process mapping it reads zeros too, never SIGBUS
+/// (the file does not shrink). Fails with `EOPNOTSUPP` where the filesystem
+/// cannot punch holes.
+pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let flags = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: plain syscall on a valid open fd.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), flags, off as libc::off_t, len as libc::off_t) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+

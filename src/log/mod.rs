@@ -44,6 +44,7 @@ use std::time::Duration;
 pub use compaction::{CompactionOutcome, CompactionStep};
 pub use reader::LogReader;
 pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
+
 pub use view::{LogIter, LogView, RecordRef};
 
 pub(crate) use open::list_live;
@@ -64,7 +65,8 @@ pub enum Durability {
     Durable,
 }
 
-/// What `Log::open` does with bad records.
+/// What `Log::open` does with bad records (the recovery policy, as in
+/// raft-engine: chosen by the caller, never guessed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RecoveryMode {
     /// Cut a torn tail of the newest segment (saved to `.broken`); refuse corruption.
@@ -72,6 +74,13 @@ pub enum RecoveryMode {
     TolerateTail,
     /// Any bad record (even a torn tail) is an error.
     Absolute,
+    /// As `TolerateTail`, and also cut the newest segment at a power-loss
+    /// hole: after a power loss, lazy appends written back out of order can
+    /// leave a zero page followed by valid records. Everything from the
+    /// first bad offset on (those valid records included) is saved to
+    /// `.broken` and zeroed; the `TailCut` says which LSNs were dropped.
+    /// Other damage is still refused.
+    CutAtHole,
 }
 
 /// Test hooks that inject failures (all off by default).
@@ -133,6 +142,20 @@ pub struct TailCut {
     pub bytes: u64,
     pub reason: String,
     pub broken_copy: PathBuf,
+}
+
+/// A torn tail of the newest segment, seen by a reader or `verify` (which
+/// change nothing): the records before `offset` are whole, nothing valid
+/// follows it, and the next writer open cuts it (saving it to `.broken`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    pub segment: PathBuf,
+    pub offset: u64,
+    /// The LSN expected at `offset` (never a damaged header's claim).
+    pub lsn: Option<Lsn>,
+    /// Bytes from `offset` to the end of the nonzero tail.
+    pub bytes: u64,
+    pub reason: String,
 }
 
 /// What `Log::open` found.

@@ -129,8 +129,22 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
             None => recovery::scan(s.map.bytes(s.map.len()), &s.hdr, expected - 1),
         };
         newest_sealed = newest && sc.sealed;
-        if let Some(pr) = sc.problem {
-            let tolerable = newest && pr.torn && opts.recovery == RecoveryMode::TolerateTail;
+        if let Some(mut pr) = sc.problem {
+            let tolerates_tail = opts.recovery != RecoveryMode::Absolute;
+            let hole = (newest && !pr.torn && opts.recovery == RecoveryMode::CutAtHole)
+                .then(|| recovery::power_loss_hole(s.map.bytes(s.map.len()), &s.hdr, &pr))
+                .flatten();
+            if let Some(h) = &hole {
+                let dropped = match h.lsns {
+                    Some((a, b)) => format!("lsn {a}..={b}"),
+                    None => "no lsn".to_string(),
+                };
+                pr.reason = format!(
+                    "{}; power-loss hole (zero page at offset {}): dropped {} valid record(s) behind it ({dropped})",
+                    pr.reason, h.page, h.records
+                );
+            }
+            let tolerable = newest && (pr.torn && tolerates_tail || hole.is_some());
             if !tolerable {
                 let mut reason = pr.reason.clone();
                 if newest && pr.torn {

@@ -1,20 +1,30 @@
 //! `LogReader`: read-only access from another process, without the lock.
 //!
-//! The reader maps segments read-only and validates every record by CRC,
-//! showing only whole batches: a concurrent (torn) write is "not there yet".
+//! Opening judges the log by the writer's own rules (`recovery::scan`, the
+//! structural torn-vs-corrupt classifier): sealed segments must be whole
+//! (footer or record walk), segments must be contiguous, and damage is
+//! refused with the segment, the offset and the LSN that was *expected*
+//! there. A bad stretch at the end of the newest segment with nothing valid
+//! after it is a torn tail: the reader shows the prefix and reports it (the
+//! next writer open cuts it). While a writer holds the log's lock, the
+//! newest segment's tail is being written, so the reader shows only its
+//! whole batches and ignores what lies past them.
+//!
 //! `refresh` follows the tail (new records, new segments) and reloads
 //! everything when the MANIFEST names a new generation; files vanishing under
-//! it (compaction deleting them) trigger a reload.
+//! it (compaction deleting them) trigger a reload. Files are never shrunk
+//! under a reader's map (see `seal.rs`), so reading never faults.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::lock::writer_present;
 use super::manifest::Manifest;
-use super::record::{parse_at, Parsed};
+use super::recovery::{self, whole_batches_end};
 use super::segment::{self, Segment, SEG_HDR};
 use super::view::LogView;
-use super::{list_live, Lsn};
+use super::{list_live, Lsn, TornTail};
 use crate::error::{Error, Result};
 
 /// A read-only follower of a log directory.
@@ -25,20 +35,38 @@ pub struct LogReader {
     segs: Vec<Arc<Segment>>,
     /// Per segment: the LSN after its last shown record.
     next: Vec<Lsn>,
+    /// The newest segment's torn tail, when no writer held the log at open.
+    torn: Option<TornTail>,
 }
 
 fn is_not_found(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
+fn corrupt(seg: &Path, offset: usize, lsn: Option<Lsn>, reason: impl Into<String>) -> Error {
+    Error::Corrupt {
+        segment: seg.to_path_buf(),
+        offset: offset as u64,
+        lsn,
+        reason: reason.into(),
+    }
+}
+
+/// How many times opening starts over when compaction swaps files under it.
+const OPEN_ATTEMPTS: usize = 20;
+
 impl LogReader {
-    /// Open `dir` read-only (no lock).
+    /// Open `dir` read-only (no lock), refusing a damaged log.
     pub fn open(dir: &Path) -> Result<LogReader> {
         let mut last_err = None;
-        for _ in 0..20 {
+        for _ in 0..OPEN_ATTEMPTS {
+            let generation = Manifest::load(dir)?.generation;
             match Self::load(dir) {
                 Ok(r) => return Ok(r),
                 Err(e) if is_not_found(&e) => last_err = Some(e),
+                // A compaction committed while we listed: what looked like a
+                // gap is the old generation's files going away.
+                Err(e) if Manifest::load(dir)?.generation != generation => last_err = Some(e),
                 Err(e) => return Err(e),
             }
         }
@@ -46,6 +74,7 @@ impl LogReader {
     }
 
     fn load(dir: &Path) -> Result<LogReader> {
+        let writer_live = writer_present(dir);
         let m = Manifest::load(dir)?;
         let live = list_live(dir, &m, None)?;
         let mut r = LogReader {
@@ -53,32 +82,97 @@ impl LogReader {
             generation: m.generation,
             segs: Vec::new(),
             next: Vec::new(),
+            torn: None,
         };
         let mut prev = 0;
         let n_gen = live.gen.len();
+        let total = n_gen + live.main.len();
+        let mut expect_main = m.compacted_end.max(1);
         for (k, p) in live.gen.iter().chain(live.main.iter()).enumerate() {
             let s = Arc::new(Segment::open(p, false)?);
+            let is_main = k >= n_gen;
+            if is_main == s.hdr.compacted() {
+                return Err(corrupt(
+                    p,
+                    0,
+                    None,
+                    if is_main {
+                        "compacted segment in the main directory"
+                    } else {
+                        "segment in a generation directory is not marked compacted"
+                    },
+                ));
+            }
+            if is_main && s.hdr.first_lsn != expect_main {
+                return Err(corrupt(
+                    p,
+                    0,
+                    Some(expect_main),
+                    format!(
+                        "segment starts at lsn {} but lsn {expect_main} was expected (records missing before it)",
+                        s.hdr.first_lsn
+                    ),
+                ));
+            }
             let start = if s.hdr.compacted() {
                 prev + 1
             } else {
                 s.hdr.first_lsn
             };
-            // The first main segment starts at the compacted end, the others where the previous ended.
-            let expect = if k == n_gen {
-                m.compacted_end.max(1)
-            } else {
-                prev + 1
-            };
-            if !s.hdr.compacted() && s.hdr.first_lsn != expect {
-                break; // not contiguous: show the consistent prefix only
-            }
+            let newest = k + 1 == total;
             r.segs.push(s);
             r.next.push(start);
             let i = r.segs.len() - 1;
-            r.advance(i);
+            if newest && writer_live {
+                r.advance(i);
+            } else {
+                r.check(i, prev, newest)?;
+            }
             prev = r.next[i] - 1;
+            if is_main {
+                expect_main = r.next[i];
+            }
         }
         Ok(r)
+    }
+
+    /// Judge segment `i` whole by the writer's recovery rules: a sealed
+    /// segment by its footer or a record walk, the newest one's tail as torn
+    /// (shown up to it, reported) or damaged (refused).
+    fn check(&mut self, i: usize, prev: Lsn, newest: bool) -> Result<()> {
+        let s = self.segs[i].clone();
+        let bytes = s.map.bytes(s.map.len());
+        let sc = recovery::scan_sealed(bytes, &s.hdr, prev)
+            .unwrap_or_else(|| recovery::scan(bytes, &s.hdr, prev));
+        if let Some(pr) = sc.problem {
+            if !(newest && pr.torn) {
+                // A writer that opened after our probe may be writing this tail.
+                if newest && writer_present(&self.dir) {
+                    self.advance(i);
+                    return Ok(());
+                }
+                let mut reason = pr.reason;
+                if !newest {
+                    reason.push_str(" (in a sealed segment)");
+                }
+                return Err(corrupt(&s.path, pr.offset, pr.lsn, reason));
+            }
+            self.torn = Some(TornTail {
+                segment: s.path.clone(),
+                offset: pr.offset as u64,
+                lsn: pr.lsn,
+                bytes: (pr.tail_end - pr.offset) as u64,
+                reason: pr.reason,
+            });
+        }
+        s.end.store(sc.end, Ordering::Release);
+        if let Some(l) = sc.last_lsn {
+            self.next[i] = l + 1;
+        }
+        // The scan faulted the whole file in; a sealed segment is read again
+        // only by the fold.
+        s.map.release_resident();
+        Ok(())
     }
 
     /// Extend segment `i`'s shown prefix over newly committed whole batches.
@@ -96,28 +190,7 @@ impl LogReader {
                 return;
             }
         }
-        let mut off = s.end();
-        let mut expect = self.next[i];
-        let (mut end, mut next) = (off, expect);
-        while let Parsed::Record {
-            lsn, cont, next: n, ..
-        } = parse_at(bytes, off, s.hdr.segment_id)
-        {
-            let ok = if s.hdr.compacted() {
-                lsn >= expect
-            } else {
-                lsn == expect
-            };
-            if !ok {
-                break;
-            }
-            expect = lsn + 1;
-            off = n;
-            if !cont {
-                end = off;
-                next = expect;
-            }
-        }
+        let (end, next) = whole_batches_end(bytes, &s.hdr, s.end(), self.next[i]);
         s.end.store(end, Ordering::Release);
         self.next[i] = next;
     }
@@ -171,8 +244,14 @@ impl LogReader {
             if first <= last.hdr.first_lsn {
                 continue;
             }
-            if first != *self.next.last().expect("segment") {
-                break;
+            let expected = *self.next.last().expect("segment");
+            if first != expected {
+                return Err(corrupt(
+                    &p,
+                    0,
+                    Some(expected),
+                    format!("segment starts at lsn {first} but lsn {expected} was expected (records missing before it)"),
+                ));
             }
             let s = match Segment::open(&p, false) {
                 Ok(s) => Arc::new(s),
@@ -198,6 +277,12 @@ impl LogReader {
     /// The last LSN shown, if any.
     pub fn last_lsn(&self) -> Option<Lsn> {
         self.next.last().map(|n| n - 1).filter(|&l| l > 0)
+    }
+
+    /// The newest segment's torn tail found at open (no writer held the log):
+    /// the records shown end before it, and the next writer open cuts it.
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.torn.as_ref()
     }
 
     /// The compacted generation the reader is on.

@@ -46,7 +46,7 @@ pub struct Scan {
 /// its LSNs do not fit after `prev_lsn`; then [`scan`] walks the records and
 /// names whatever is wrong.
 pub fn scan_sealed(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Option<Scan> {
-    let f = SealFooter::at_file_end(bytes, hdr.segment_id)?;
+    let f = SealFooter::at_file_end(bytes, hdr.segment_id, hdr.version)?;
     let fits = if f.records == 0 {
         f.first_lsn == 0 && f.last_lsn == 0
     } else if hdr.compacted() {
@@ -66,11 +66,11 @@ pub fn scan_sealed(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Option<Scan>
 
 /// After the end-of-data marker at `off`: nothing but zeros, or zeros and a
 /// trusted seal footer that agrees with `off`?
-fn clean_end(bytes: &[u8], off: usize, segment_id: u64) -> Option<bool> {
+fn clean_end(bytes: &[u8], off: usize, hdr: &SegHeader) -> Option<bool> {
     if all_zero(bytes, off) {
         return Some(false);
     }
-    SealFooter::verified_at(bytes, off, segment_id).map(|_| true)
+    SealFooter::verified_at(bytes, off, hdr.segment_id, hdr.version).map(|_| true)
 }
 
 /// Does a valid record of this segment start somewhere in `(from, len)`?
@@ -101,6 +101,35 @@ pub fn find_valid_after(
         p += 8;
     }
     None
+}
+
+/// The offset after the last whole batch of valid, in-sequence records from
+/// `off` on (where `expect` is the next LSN), and the LSN after that batch.
+/// A reader beside a live writer stops here: whatever follows may be a batch
+/// still being written, never judged.
+pub fn whole_batches_end(bytes: &[u8], hdr: &SegHeader, off: usize, expect: u64) -> (usize, u64) {
+    let (mut off, mut expect) = (off, expect);
+    let (mut end, mut next) = (off, expect);
+    while let Parsed::Record {
+        lsn, cont, next: n, ..
+    } = parse_at(bytes, off, hdr.segment_id)
+    {
+        let ok = if hdr.compacted() {
+            lsn >= expect
+        } else {
+            lsn == expect
+        };
+        if !ok {
+            break;
+        }
+        expect = lsn + 1;
+        off = n;
+        if !cont {
+            end = off;
+            next = expect;
+        }
+    }
+    (end, next)
 }
 
 /// Scan a segment (`bytes` = the whole mapped file). `prev_lsn` is the last
@@ -163,7 +192,7 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
     match stop {
         None => {
             if batch.is_none() {
-                if let Some(sealed) = clean_end(bytes, off, id) {
+                if let Some(sealed) = clean_end(bytes, off, hdr) {
                     out.sealed = sealed;
                     return out;
                 }
@@ -219,6 +248,54 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
     out
 }
 
+/// What a power loss with lazy appends left in the newest segment: a page
+/// that was never written back (zeros) with valid records behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hole {
+    /// Offset of the first zero page.
+    pub page: usize,
+    /// Valid records behind the hole: count and LSN range.
+    pub records: u64,
+    pub lsns: Option<(u64, u64)>,
+}
+
+/// Is the damage at `problem` a power-loss hole: a whole zero page between
+/// the first bad offset and the next valid record? Records written back
+/// out of order leave exactly that; anything else stays corruption.
+pub fn power_loss_hole(bytes: &[u8], hdr: &SegHeader, problem: &Problem) -> Option<Hole> {
+    let min_lsn = problem.lsn?;
+    let (follower, _) = find_valid_after(bytes, problem.offset, hdr, min_lsn)?;
+    let mut page = problem.offset & !4095;
+    let hole = loop {
+        if page + 4096 > follower {
+            return None;
+        }
+        if page + 4096 > problem.offset && bytes[page..page + 4096].iter().all(|&b| b == 0) {
+            break page;
+        }
+        page += 4096;
+    };
+    let (mut off, mut records, mut lsns) = (follower, 0u64, None::<(u64, u64)>);
+    loop {
+        match parse_at(bytes, off, hdr.segment_id) {
+            Parsed::Record { lsn, next, .. } => {
+                records += 1;
+                lsns = Some(lsns.map_or((lsn, lsn), |(a, _)| (a, lsn)));
+                off = next;
+            }
+            _ => match find_valid_after(bytes, off, hdr, lsns.map_or(min_lsn, |l| l.1 + 1)) {
+                Some((p, _)) => off = p,
+                None => break,
+            },
+        }
+    }
+    Some(Hole {
+        page: hole,
+        records,
+        lsns,
+    })
+}
+
 /// A record seen by `walk`.
 pub struct Walked<'a> {
     pub offset: usize,
@@ -230,7 +307,7 @@ pub struct Walked<'a> {
 /// What `walk` reports.
 pub enum Event<'a> {
     Record(Walked<'a>),
-    /// One bad stretch: offset, the header's LSN claim, reason.
+    /// One bad stretch: offset, the LSN expected there (main segments), reason.
     Bad(usize, Option<u64>, String),
 }
 
@@ -268,23 +345,18 @@ pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl Fn
                     off = next;
                     continue;
                 }
-                (
-                    Some(lsn),
-                    format!("lsn out of sequence (expected {min_next})"),
-                )
+                format!("lsn {lsn} out of sequence (expected {min_next})")
             }
             Parsed::End => {
-                if clean_end(bytes, off, id).is_some() {
+                if clean_end(bytes, off, hdr).is_some() {
                     return;
                 }
-                (
-                    None,
-                    "nonzero bytes after the end-of-data marker".to_string(),
-                )
+                "nonzero bytes after the end-of-data marker".to_string()
             }
-            Parsed::Bad { reason, lsn } => (lsn, reason.to_string()),
+            Parsed::Bad { reason, .. } => reason.to_string(),
         };
-        on(Event::Bad(off, bad.0, bad.1));
+        // Name the LSN expected here, never the damaged header's claim.
+        on(Event::Bad(off, (!compacted).then_some(min_next), bad));
         match find_valid_after(bytes, off, hdr, min_next) {
             Some((p, lsn)) => {
                 off = p;

@@ -1,20 +1,28 @@
 //! The seal footer: what a sealed segment says about itself, so reopening
 //! and verifying a long log need not walk every record again.
 //!
-//! When a segment is sealed, the writer appends a 48-byte footer at
-//! `sealed_len(used) - 48`, where `used` is the offset of the end-of-data
-//! marker, and trims the file to `sealed_len(used)`: records, the zero end
-//! marker, zeros, the footer, end of file. The footer carries the record
-//! count, the LSN range and a CRC32 of every byte from the segment header to
-//! `used`, salted with the segment id (like record CRCs, so another segment's
-//! bytes never validate). One CRC pass over a sealed segment runs at memory
-//! speed instead of parsing each record.
+//! When a segment is sealed, the writer writes a 48-byte footer. The footer
+//! carries `used` (the offset of the end-of-data marker), the record count,
+//! the LSN range and a CRC32 of every byte from the segment header to `used`,
+//! salted with the segment id (like record CRCs, so another segment's bytes
+//! never validate). One CRC pass over a sealed segment runs at memory speed
+//! instead of parsing each record. Where the footer lies depends on the
+//! segment format version (FORMAT.md, "Version changes"):
+//!
+//! * **version 3** (written now): in the last 48 bytes of the preallocated
+//!   file, whose length never changes. The space between the end marker and
+//!   the footer is given back with a punched hole (zeros), never by shrinking
+//!   the file: another process may map the segment at its full length, and a
+//!   page past the end of a file is SIGBUS.
+//! * **version 2** (still read): at `sealed_len(used) - 48`, the file trimmed
+//!   to `sealed_len(used)`. Compacted segments, written whole into fresh
+//!   files nobody maps yet, keep this trimmed placement in every version.
 //!
 //! Invariants: a footer is trusted only if its own CRC holds, its `used`
-//! puts it exactly where it lies, the bytes between the end marker and the
-//! footer are zero, and the data CRC matches the bytes it covers — which were
-//! all whole, valid records when the writer sealed them. Anything else falls
-//! back to the record-by-record scan, which names the precise damage.
+//! fits where it lies, the end marker after `used` is zero, and the data CRC
+//! matches the bytes it covers, which were all whole, valid records when the
+//! writer sealed them. Anything else falls back to the record-by-record scan,
+//! which names the precise damage.
 
 use super::record::REC_HDR;
 use super::segment::SEG_HDR;
@@ -89,32 +97,69 @@ impl SealFooter {
     }
 
     /// The trusted footer of a segment (`bytes` = the whole mapped file)
-    /// whose data ends at `used`: present at its place, zeros around it, data
-    /// CRC matching. Works whether or not the file was trimmed yet.
-    pub fn verified_at(bytes: &[u8], used: usize, segment_id: u64) -> Option<SealFooter> {
-        let pos = footer_offset(used);
-        let f = SealFooter::decode(bytes.get(pos..pos + SEAL_FOOTER)?)?;
-        let tail_zero = |r: &[u8]| r.iter().all(|&b| b == 0);
-        (f.used == used as u64
-            && used >= SEG_HDR
-            && tail_zero(&bytes[used..pos])
-            && tail_zero(&bytes[pos + SEAL_FOOTER..])
-            && data_crc(segment_id, &bytes[SEG_HDR..used]) == f.data_crc)
-            .then_some(f)
+    /// whose data ends at `used`, lying at the trimmed place
+    /// (`footer_offset(used)`, version 2 and compacted segments) or, from
+    /// segment version 3 on, at the end of the file. Everything between
+    /// `used` and the footer must be zero (the scan's slow path, which reads
+    /// the whole file anyway).
+    pub fn verified_at(
+        bytes: &[u8],
+        used: usize,
+        segment_id: u64,
+        version: u32,
+    ) -> Option<SealFooter> {
+        let zero = |r: &[u8]| r.iter().all(|&b| b == 0);
+        let trusted = |pos: usize| {
+            let f = SealFooter::decode(bytes.get(pos..pos + SEAL_FOOTER)?)?;
+            (f.used == used as u64
+                && used >= SEG_HDR
+                && used <= pos
+                && zero(&bytes[used..pos])
+                && zero(&bytes[pos + SEAL_FOOTER..])
+                && data_crc(segment_id, &bytes[SEG_HDR..used]) == f.data_crc)
+                .then_some(f)
+        };
+        trusted(footer_offset(used)).or_else(|| {
+            let end = bytes.len().checked_sub(SEAL_FOOTER)?;
+            (version >= FIXED_FOOTER_VERSION && end != footer_offset(used))
+                .then(|| trusted(end))
+                .flatten()
+        })
     }
 
-    /// The trusted footer at the very end of a trimmed sealed file, found
-    /// without walking the records (the fast path of open and verify).
-    pub fn at_file_end(bytes: &[u8], segment_id: u64) -> Option<SealFooter> {
+    /// The trusted footer in the last 48 bytes of a sealed file, found
+    /// without walking the records (the fast path of open, read and
+    /// verify). For a version-3 file whose footer lies far from `used`, only
+    /// the end marker and the footer's own page are checked for zeros: the
+    /// rest of the gap is a punched hole, and reading it would fault in the
+    /// whole preallocated segment; the data CRC and the footer CRC are what
+    /// vouch for the records.
+    pub fn at_file_end(bytes: &[u8], segment_id: u64, version: u32) -> Option<SealFooter> {
         let pos = bytes.len().checked_sub(SEAL_FOOTER)?;
         let f = SealFooter::decode(&bytes[pos..])?;
         let used = usize::try_from(f.used).ok()?;
-        if used % 8 != 0 || used > pos || footer_offset(used) != pos {
+        if used % 8 != 0 || used < SEG_HDR || used + REC_HDR > pos {
             return None;
         }
-        SealFooter::verified_at(bytes, used, segment_id)
+        if footer_offset(used) == pos {
+            return SealFooter::verified_at(bytes, used, segment_id, version);
+        }
+        if version < FIXED_FOOTER_VERSION {
+            return None;
+        }
+        let zero = |r: &[u8]| r.iter().all(|&b| b == 0);
+        let marker_end = ((used + REC_HDR + 4095) & !4095).min(pos);
+        let footer_page = (pos & !4095).max(marker_end);
+        (zero(&bytes[used..marker_end])
+            && zero(&bytes[footer_page..pos])
+            && data_crc(segment_id, &bytes[SEG_HDR..used]) == f.data_crc)
+            .then_some(f)
     }
 }
+
+/// The first segment format version whose footer lies at the end of the
+/// (never shrunk) preallocated file.
+pub const FIXED_FOOTER_VERSION: u32 = 3;
 
 #[cfg(test)]
 mod tests {

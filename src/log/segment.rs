@@ -11,8 +11,8 @@ use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
-use super::mmap::{fallocate, Map};
-use super::seal::{data_crc, footer_offset, sealed_len, SealFooter, SEAL_FOOTER};
+use super::mmap::{fallocate, punch_hole, Map};
+use super::seal::{data_crc, footer_offset, SealFooter, FIXED_FOOTER_VERSION, SEAL_FOOTER};
 
 use super::record::u64_at;
 use crate::error::{Error, Result};
@@ -21,9 +21,10 @@ use crate::error::{Error, Result};
 pub const SEG_HDR: usize = 64;
 /// Segment magic.
 pub const MAGIC: &[u8; 8] = b"AGLOGSEG";
-/// Current segment format version (2: sealed segments end with a seal
-/// footer, see `seal.rs`). Version 1 segments are still read.
-pub const VERSION: u32 = 2;
+/// Current segment format version (3: a sealed segment keeps its
+/// preallocated length, its seal footer in the last 48 bytes; see `seal.rs`
+/// and FORMAT.md, "Version changes"). Versions 1 and 2 are still read.
+pub const VERSION: u32 = 3;
 /// Oldest segment format version this build reads.
 pub const MIN_VERSION: u32 = 1;
 /// Header flag bit 0: compacted segment (LSNs increasing with gaps).
@@ -215,9 +216,16 @@ impl Segment {
         Ok(Segment { map, ..self })
     }
 
-    /// Seal: sync the used bytes, write the seal footer (see `seal.rs`),
-    /// trim the file to `sealed_len(used)`, sync it again. The writer keeps
-    /// `SEAL_RESERVE` bytes free, so the footer lies inside the map.
+    /// Seal: sync the used bytes, zero everything between the end marker
+    /// and the footer's place (a panicking payload closure may have left
+    /// bytes past `used`), write the seal footer (see `seal.rs`), fsync.
+    ///
+    /// The file keeps its length: a reader in another process may map it
+    /// whole, and shrinking it would turn that reader's next access past the
+    /// new end into SIGBUS. The unused space is given back by punching a
+    /// hole. A version-3 segment's footer goes to the end of the file; an
+    /// older segment (reopened from a previous build) gets it at its
+    /// version's place `footer_offset(used)`, with zeros after it.
     pub fn seal(
         &self,
         used: usize,
@@ -225,41 +233,73 @@ impl Segment {
         last_lsn: Option<u64>,
         records: u64,
     ) -> Result<()> {
+        let io = |e| Error::io(&self.path, e);
         let synced = self.synced.load(Ordering::Acquire) & !4095;
         if used > synced {
-            self.map
-                .flush(synced, used - synced)
-                .map_err(|e| Error::io(&self.path, e))?;
+            self.map.flush(synced, used - synced).map_err(io)?;
         }
-        let len = sealed_len(used);
-        let pos = footer_offset(used);
-        if len > self.map.len() {
+        let len = self.map.len();
+        let pos = if self.hdr.version >= FIXED_FOOTER_VERSION {
+            len - SEAL_FOOTER
+        } else {
+            footer_offset(used)
+        };
+        if pos + SEAL_FOOTER > len || used + super::record::REC_HDR > pos {
             return Err(Error::InvalidArgument(format!(
-                "{}: no room for the seal footer (used {used}, segment {})",
-                self.path.display(),
-                self.map.len()
+                "{}: no room for the seal footer (used {used}, segment {len})",
+                self.path.display()
             )));
         }
-        let all = self.map.bytes(used);
+        self.zero_range(used, pos)?;
+        self.zero_range(pos + SEAL_FOOTER, len)?;
         let footer = SealFooter {
             used: used as u64,
             first_lsn: first_lsn.unwrap_or(0),
             last_lsn: last_lsn.unwrap_or(0),
             records,
-            data_crc: data_crc(self.hdr.segment_id, &all[SEG_HDR..used]),
+            data_crc: data_crc(self.hdr.segment_id, &self.map.bytes(used)[SEG_HDR..used]),
         };
         self.map.write(pos, &footer.encode());
+        // msync the partial pages written through the map, then fsync the
+        // file (the punched hole is metadata).
+        let head = used & !4095;
         self.map
-            .flush(pos, SEAL_FOOTER)
-            .map_err(|e| Error::io(&self.path, e))?;
-        self.file
-            .set_len(len as u64)
-            .and_then(|_| self.file.sync_all())
-            .map_err(|e| Error::io(&self.path, e))?;
+            .flush(head, ((used + 4095) & !4095).min(len) - head)
+            .map_err(io)?;
+        let tail = pos & !4095;
+        self.map.flush(tail, len - tail).map_err(io)?;
+        self.file.sync_all().map_err(io)?;
         self.synced.store(used, Ordering::Release);
         // A sealed segment is only read again by scans: stop holding its
         // pages in this process's RSS (it would otherwise grow with the log).
         self.map.release_resident();
+        Ok(())
+    }
+
+    /// Make `[from, to)` (unpublished) read as zeros: whole pages by punching
+    /// a hole (which also frees their blocks), the partial pages at either
+    /// end by writing zeros. Where the filesystem cannot punch holes, every
+    /// byte is written.
+    fn zero_range(&self, from: usize, to: usize) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        let first_page = ((from + 4095) & !4095).min(to);
+        let last_page = (to & !4095).max(first_page);
+        self.map.zero(from, first_page - from);
+        self.map.zero(last_page, to - last_page);
+        if last_page > first_page {
+            match punch_hole(&self.file, first_page as u64, (last_page - first_page) as u64) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    self.map.zero(first_page, last_page - first_page);
+                    self.map
+                        .flush(first_page, last_page - first_page)
+                        .map_err(|e| Error::io(&self.path, e))?;
+                }
+                Err(e) => return Err(Error::io(&self.path, e)),
+            }
+        }
         Ok(())
     }
 }

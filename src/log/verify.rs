@@ -4,6 +4,11 @@
 //! Both walk every live segment with `recovery::walk`, which resynchronises
 //! after a bad stretch at the next record that validates with the segment's
 //! salt and a plausible LSN, so one damaged record does not hide the rest.
+//! The newest segment's tail is first judged by the writer's own classifier
+//! (`recovery::scan`): a torn tail (nothing valid after it) is reported as
+//! such, apart from damage, because the next writer open cuts it. While a
+//! writer holds the lock, what lies past the newest segment's last whole
+//! batch is being written and is not judged at all.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,9 +16,10 @@ use std::sync::atomic::AtomicU64;
 
 use super::compaction::GenWriter;
 use super::manifest::{gen_dir, Manifest};
-use super::recovery::{walk, Event};
+use super::lock::writer_present;
+use super::recovery::{self, walk, whole_batches_end, Event};
 use super::segment::{self, Segment, SEG_HDR};
-use super::{list_live, Lsn};
+use super::{list_live, Lsn, TornTail};
 use crate::error::{Error, Result};
 
 /// One bad stretch found by `verify` or `salvage`.
@@ -36,10 +42,14 @@ pub struct VerifyReport {
     pub first_lsn: Option<Lsn>,
     pub last_lsn: Option<Lsn>,
     pub generation: u64,
+    /// Damage: bad stretches in sealed segments, or followed by valid records.
     pub bad: Vec<BadRecord>,
+    /// The newest segment's torn tail (not damage: the next writer open cuts it).
+    pub torn_tail: Option<TornTail>,
 }
 
 impl VerifyReport {
+    /// No damage (a torn tail alone is not damage).
     pub fn is_clean(&self) -> bool {
         self.bad.is_empty()
     }
@@ -67,15 +77,27 @@ struct SealedRange {
     records: u64,
 }
 
+/// What `scan_dir` found besides the batches it handed out.
+struct Scanned {
+    segments: usize,
+    bytes: u64,
+    bad: Vec<BadRecord>,
+    /// Records of batches cut by damage.
+    partial: u64,
+    generation: u64,
+    torn_tail: Option<TornTail>,
+}
+
 /// Walk every live segment of `dir`, handing whole batches to `on_batch`.
 /// With `on_sealed`, a sealed segment whose seal footer checks out (one CRC
 /// pass over its bytes) is reported whole instead of record by record.
-/// Returns (segments, used bytes, bad records, records of unfinished batches, generation).
 fn scan_dir(
     dir: &Path,
     mut on_batch: impl FnMut(&Batch<'_>),
     mut on_sealed: Option<&mut dyn FnMut(SealedRange)>,
-) -> Result<(usize, u64, Vec<BadRecord>, u64, u64)> {
+) -> Result<Scanned> {
+    let writer_live = writer_present(dir);
+    let mut torn_tail = None;
     let m = Manifest::load(dir)?;
     let live = list_live(dir, &m, None)?;
     let mut bad = Vec::new();
@@ -128,7 +150,24 @@ fn scan_dir(
                 reason: "segment in a generation directory is not marked compacted".into(),
             });
         }
-        let all = seg.map.bytes(seg.map.len());
+        let mut all = seg.map.bytes(seg.map.len());
+        if is_main && i + 1 == n {
+            if writer_live {
+                let (end, _) = whole_batches_end(all, &seg.hdr, SEG_HDR, seg.hdr.first_lsn);
+                all = &all[..end];
+            } else if let Some(pr) = recovery::scan(all, &seg.hdr, prev).problem {
+                if pr.torn {
+                    torn_tail = Some(TornTail {
+                        segment: p.clone(),
+                        offset: pr.offset as u64,
+                        lsn: pr.lsn,
+                        bytes: (pr.tail_end - pr.offset) as u64,
+                        reason: pr.reason,
+                    });
+                    all = &all[..pr.offset];
+                }
+            }
+        }
         if let Some(on_sealed) = on_sealed.as_deref_mut() {
             if let Some(sc) = super::recovery::scan_sealed(all, &seg.hdr, prev) {
                 on_sealed(SealedRange {
@@ -221,12 +260,38 @@ fn scan_dir(
             expected_main = prev.max(seg.hdr.first_lsn.saturating_sub(1)) + 1;
         }
     }
-    Ok((n, bytes, bad, partial, m.generation))
+    Ok(Scanned {
+        segments: n,
+        bytes,
+        bad,
+        partial,
+        generation: m.generation,
+        torn_tail,
+    })
+}
+
+fn is_not_found(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Scan every live segment of the log in `dir` (read-only, no lock) and check
 /// every checksum, LSN and batch boundary.
+/// A compaction that commits meanwhile deletes the files of the old
+/// generation: the scan then starts over on the new one.
 pub fn verify(dir: &Path) -> Result<VerifyReport> {
+    let mut attempts = 0;
+    loop {
+        let generation = Manifest::load(dir)?.generation;
+        match verify_once(dir) {
+            Err(e) if attempts < 20 && is_not_found(&e) => {}
+            Ok(_) if attempts < 20 && Manifest::load(dir)?.generation != generation => {}
+            other => return other,
+        }
+        attempts += 1;
+    }
+}
+
+fn verify_once(dir: &Path) -> Result<VerifyReport> {
     let rep = std::cell::RefCell::new(VerifyReport::default());
     let mut sealed = |s: SealedRange| {
         let mut rep = rep.borrow_mut();
@@ -236,7 +301,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
         }
         rep.last_lsn = s.last_lsn.or(rep.last_lsn);
     };
-    let (segments, bytes, bad, _, generation) = scan_dir(
+    let scanned = scan_dir(
         dir,
         |b| {
             let mut rep = rep.borrow_mut();
@@ -247,10 +312,11 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
         Some(&mut sealed),
     )?;
     let mut rep = rep.into_inner();
-    rep.segments = segments;
-    rep.bytes = bytes;
-    rep.bad = bad;
-    rep.generation = generation;
+    rep.segments = scanned.segments;
+    rep.bytes = scanned.bytes;
+    rep.bad = scanned.bad;
+    rep.generation = scanned.generation;
+    rep.torn_tail = scanned.torn_tail;
     Ok(rep)
 }
 
@@ -276,7 +342,7 @@ pub fn salvage(src: &Path, dst: &Path) -> Result<SalvageReport> {
     let mut rep = SalvageReport::default();
     let mut err: Option<Error> = None;
     let mut last: Lsn = 0;
-    let (segments, _, bad, partial, _) = scan_dir(
+    let scanned = scan_dir(
         src,
         |b| {
             if err.is_some() {
@@ -302,9 +368,9 @@ pub fn salvage(src: &Path, dst: &Path) -> Result<SalvageReport> {
     if let Some(e) = err {
         return Err(e);
     }
-    rep.segments_read = segments;
-    rep.bad = bad;
-    rep.records_skipped += partial;
+    rep.segments_read = scanned.segments;
+    rep.bad = scanned.bad;
+    rep.records_skipped += scanned.partial;
     let (files, _) = w.finish()?;
     segment::sync_dir(dst)?;
     let manifest = Manifest {

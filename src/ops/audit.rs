@@ -3,7 +3,7 @@
 //! the agent between them) collapsed into one line "heartbeats ×N from … to …".
 
 use super::describe::describe;
-use super::{reader, Result};
+use super::{read_only, Result};
 use crate::log::Lsn;
 use crate::registry::history;
 use crate::registry::{Event, EventKind, RegistryError};
@@ -78,7 +78,7 @@ pub fn audit(
     since: Option<Timestamp>,
     until: Option<Timestamp>,
 ) -> Result<Vec<AuditLine>> {
-    let r = reader(dir)?;
+    let r = read_only(dir)?;
     let history = history::scan_history(&r.view(), agent)?;
     if history.is_empty() {
         return Err(RegistryError::NotFound {

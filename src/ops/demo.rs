@@ -20,7 +20,8 @@
 
 use super::audit::{audit, AuditLine};
 use super::stats::{stats, Stats};
-use super::{log_dir, OpsError, Result};
+use super::{OpsError, Result};
+use crate::layout::StoreLayout;
 use crate::compact::CompactionReport;
 use crate::export::ExportReport;
 use crate::log::{Durability, LogOptions};
@@ -196,7 +197,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
     let stats = stats(dir, &mut ())?;
     let (state, _) = super::current(dir, &mut ())?;
     let registry = state.agents().iter().cloned().collect();
-    debug_assert!(log_dir(dir).is_dir());
+    debug_assert!(StoreLayout::new(dir).exists());
     Ok(DemoReport {
         dir: dir.to_path_buf(),
         start: opts.start,

@@ -4,23 +4,25 @@
 //! event dump (and its follow mode), verify (checksums plus event decoding),
 //! audit with heartbeat runs collapsed, stats, and the demo.
 //!
-//! A store directory holds `log/` (the log engine's segments), `snapshots/`
-//! (checkpoints of the folded state) and, by default, the `registry.json`
-//! export. Invariants: read-only operations (`current`, `replay`, `dump`,
-//! `verify`, `audit`) open the log with a [`LogReader`] and take no writer
-//! lock, so they run beside a live writer and never change a file; a damaged
-//! log is refused, never folded silently short. Every error names the store
-//! directory, the LSN or the agent at fault.
+//! The store directory's files are named by [`crate::layout`]. Invariants:
+//! read-only operations (`current`, `replay`, `dump`, `verify`, `audit`,
+//! `stats`) open a [`ReadOnlyStore`] and take no writer lock, so they run
+//! beside a live writer and never change a file; they read a snapshot and
+//! the log after it once, with no separate verify pass. A damaged log is
+//! refused, never folded silently short; a torn tail (a crash mid-write) is
+//! read up to its start, as the next writer open will cut it. Every error
+//! names the store directory, the LSN or the agent at fault.
 
 pub mod audit;
 pub mod demo;
 pub mod describe;
 pub mod stats;
 
+use crate::layout::StoreLayout;
 use crate::log::{self, LogReader, Lsn, VerifyReport};
-use crate::registry::history::{self, ScanError, Until};
+use crate::registry::history::ScanError;
 use crate::registry::{codec, DecodeError, Event, RegistryError, State};
-use crate::store::{Store, StoreError, StoreOptions};
+use crate::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
 use crate::time::Timestamp;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -63,21 +65,6 @@ impl From<ScanError> for OpsError {
 
 pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 
-/// The log engine's directory inside a store.
-pub fn log_dir(dir: &Path) -> PathBuf {
-    dir.join("log")
-}
-
-/// The snapshot directory inside a store.
-pub fn snapshot_dir(dir: &Path) -> PathBuf {
-    dir.join("snapshots")
-}
-
-/// The default export path of a store.
-pub fn registry_json(dir: &Path) -> PathBuf {
-    dir.join("registry.json")
-}
-
 /// Progress of long work, in LSNs: `start(last_lsn)`, then `advance(lsn)`
 /// now and then. The CLI draws a bar on a terminal; `()` ignores it.
 pub trait Progress {
@@ -94,7 +81,7 @@ const PROGRESS_EVERY: u64 = 1 << 16;
 pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
-            if log_dir(dir).is_dir() {
+            if StoreLayout::new(dir).exists() {
                 Ok(())
             } else {
                 Err(OpsError::NoStore(dir.to_path_buf()))
@@ -106,37 +93,6 @@ pub fn require_store(dir: &Path) -> Result<()> {
         }
         Err(e) => Err(crate::Error::io(dir, e).into()),
     }
-}
-
-/// Loads the newest intact store snapshot that `Store::open` would trust
-/// too: it covers no LSN beyond the log's last, was taken in the log's
-/// current compaction generation (an older one would resurrect retired
-/// agents), and was folded with the default message cap. Otherwise the whole
-/// log is folded.
-fn newest_snapshot(dir: &Path, r: &LogReader) -> Result<Option<(State, Lsn)>> {
-    let Some(loaded) =
-        crate::snapshot::load_newest::<crate::store::SnapshotPayload>(&snapshot_dir(dir))?
-    else {
-        return Ok(None);
-    };
-    let path = loaded.info.path.display();
-    if loaded.lsn > r.last_lsn().unwrap_or(0) {
-        tracing::warn!(snapshot = %path, "snapshot is ahead of the log; folding the whole log");
-        return Ok(None);
-    }
-    if loaded.state.generation != r.generation() {
-        tracing::warn!(
-            snapshot = %path,
-            "snapshot taken in log generation {}, the log is at generation {} (compacted since); folding the whole log",
-            loaded.state.generation,
-            r.generation()
-        );
-        return Ok(None);
-    }
-    if loaded.state.state.max_messages() != StoreOptions::default().max_messages {
-        return Ok(None);
-    }
-    Ok(Some((loaded.state.state, loaded.lsn)))
 }
 
 /// Opens the store in `dir` for writing (taking the writer lock); the
@@ -153,32 +109,27 @@ pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
     Ok(Store::open(dir, StoreOptions::default())?)
 }
 
-/// Opens the log of the store in `dir` read-only, refusing a damaged log.
-///
-/// A reader shows only the valid prefix of the newest segment (a batch being
-/// written is "not there yet"), so on its own it would silently stop at a
-/// damaged record. A checksum scan first tells the two apart: a bad stretch
-/// with valid records after it (or in a sealed segment) is damage, named by
-/// segment, offset and LSN; one past the last valid record is a tail still
-/// being written and is left to the writer.
-fn reader(dir: &Path) -> Result<LogReader> {
+/// Opens the store in `dir` read-only (see [`ReadOnlyStore`]): damage is
+/// refused with where it is and what to run next.
+fn read_only(dir: &Path) -> Result<ReadOnlyStore> {
     require_store(dir)?;
-    let dir = &log_dir(dir);
-    let report = log::verify(dir)?;
-    let last = report.last_lsn.unwrap_or(0);
-    if let Some(b) = report.bad.iter().find(|b| b.lsn.is_none_or(|l| l <= last)) {
-        return Err(crate::Error::Corrupt {
-            segment: b.segment.clone(),
-            offset: b.offset,
-            lsn: b.lsn,
+    ReadOnlyStore::open(dir, &StoreOptions::default()).map_err(|e| match e {
+        crate::Error::Corrupt {
+            segment,
+            offset,
+            lsn,
+            reason,
+        } => crate::Error::Corrupt {
+            segment,
+            offset,
+            lsn,
             reason: format!(
-                "{} (run `agentlog verify`; `agentlog repair --salvage` copies the valid records)",
-                b.reason
+                "{reason} (run `agentlog verify`; `agentlog repair --salvage` copies the valid records)"
             ),
         }
-        .into());
-    }
-    Ok(LogReader::open(dir)?)
+        .into(),
+        e => e.into(),
+    })
 }
 
 /// The point of a replay.
@@ -206,9 +157,9 @@ pub struct Replayed {
 /// point takes the longest prefix of the log whose event times are at or
 /// before it (as `Store::state_at` does), so the result is always a prefix.
 pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<Replayed> {
-    let r = reader(dir)?;
+    let r = read_only(dir)?;
     let view = r.view();
-    progress.start(r.last_lsn().unwrap_or(0));
+    progress.start(r.log().last_lsn().unwrap_or(0));
     let mut out = Replayed {
         state: State::default(),
         events: 0,
@@ -246,13 +197,11 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
 /// The current registry, read-only: the newest snapshot plus the log after
 /// it (no writer lock, so it works beside a running writer).
 pub fn current(dir: &Path, progress: &mut dyn Progress) -> Result<(State, Lsn)> {
-    let r = reader(dir)?;
-    let view = r.view();
-    progress.start(r.last_lsn().unwrap_or(0));
-    let (mut state, after) = newest_snapshot(dir, &r)?.unwrap_or_else(|| (State::default(), 0));
-    let last = history::fold_view(&view, &mut state, after, Until::End)?;
+    let r = read_only(dir)?;
+    progress.start(r.log().last_lsn().unwrap_or(0));
+    let read = r.state()?;
     progress.finish();
-    Ok((state, last))
+    Ok((read.state, read.lsn))
 }
 
 /// One record of the raw dump: decoded, or why it could not be.
@@ -278,7 +227,7 @@ pub fn dump(
     follow: Option<Duration>,
     mut sink: impl FnMut(&LogEntry) -> Flow,
 ) -> Result<()> {
-    let mut r = reader(dir)?;
+    let mut r = read_only(dir)?;
     let mut next = from;
     loop {
         let view = r.view();
@@ -320,7 +269,7 @@ impl Verified {
 /// payload decodes as an event). Read-only.
 pub fn verify(dir: &Path, progress: &mut dyn Progress) -> Result<Verified> {
     require_store(dir)?;
-    let dir = &log_dir(dir);
+    let dir = &StoreLayout::new(dir).log();
     let report = log::verify(dir)?;
     let mut undecodable = Vec::new();
     if report.is_clean() {
@@ -354,7 +303,7 @@ pub struct Initialized {
 /// Creates an empty store in `dir` (and its parents), or opens an existing
 /// one and reports its size.
 pub fn init(dir: &Path) -> Result<Initialized> {
-    let existed = log_dir(dir).is_dir();
+    let existed = StoreLayout::new(dir).exists();
     let store = open_store(dir, true)?;
     let events = store.recovery().records;
     store.close()?;
@@ -377,7 +326,10 @@ pub fn export(
     path: Option<&Path>,
     strict: bool,
 ) -> Result<(PathBuf, crate::export::ExportReport)> {
-    let path = path.map_or_else(|| registry_json(store.dir()), Path::to_path_buf);
+    let path = path.map_or_else(
+        || StoreLayout::new(store.dir()).registry_json(),
+        Path::to_path_buf,
+    );
     let report = store.export(Some(&path), strict)?;
     Ok((path, report))
 }
@@ -400,7 +352,10 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
             .into());
         }
     }
-    Ok(log::salvage(&log_dir(dir), &log_dir(out))?)
+    Ok(log::salvage(
+        &StoreLayout::new(dir).log(),
+        &StoreLayout::new(out).log(),
+    )?)
 }
 
 /// Compacts the store at `dir` (SPEC §4) judging retention at `now`

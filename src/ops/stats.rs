@@ -2,7 +2,8 @@
 //! sessions, segments, bytes (used and on disk), the LSN range, snapshots and
 //! the compaction generation. Read-only (no writer lock).
 
-use super::{current, log_dir, snapshot_dir, Progress, Result};
+use super::{current, Progress, Result};
+use crate::layout::StoreLayout;
 use crate::log::{self, Lsn};
 use crate::model::Status;
 use std::path::Path;
@@ -35,13 +36,14 @@ pub struct Stats {
 /// Gathers the figures of the store at `dir`.
 pub fn stats(dir: &Path, progress: &mut dyn Progress) -> Result<Stats> {
     let (state, _) = current(dir, progress)?;
-    let report = log::verify(&log_dir(dir))?;
+    let layout = StoreLayout::new(dir);
+    let report = log::verify(&layout.log())?;
     let by_status = Status::ALL
         .iter()
         .map(|s| (*s, state.agents().iter().filter(|a| a.status == *s).count()))
         .filter(|(_, n)| *n > 0)
         .collect();
-    let snapshots = crate::snapshot::list(&snapshot_dir(dir))?
+    let snapshots = crate::snapshot::list(&layout.snapshots())?
         .into_iter()
         .map(|s| (s.lsn, s.len))
         .collect();
@@ -51,7 +53,7 @@ pub fn stats(dir: &Path, progress: &mut dyn Progress) -> Result<Stats> {
         last_lsn: report.last_lsn,
         segments: report.segments,
         used_bytes: report.bytes,
-        disk_bytes: disk_usage(&log_dir(dir)),
+        disk_bytes: disk_usage(&layout.log()),
         generation: report.generation,
         agents: state.agents().len(),
         by_status,

@@ -17,6 +17,7 @@
 //! - One snapshot is written at a time (`SnapShared::lock`).
 
 use super::{Core, Store, StoreResult};
+use crate::layout::StoreLayout;
 use crate::export::{ExportOptions, ExportReport, PublishOptions};
 use crate::log::{Log, LogView};
 use crate::registry::history::ScanError;
@@ -81,26 +82,52 @@ pub struct OpenTimings {
 }
 
 /// A state to resume the fold from.
-pub(super) struct Base {
+pub(crate) struct Base {
     pub state: State,
     pub lsn: Lsn,
     pub info: Option<SnapshotInfo>,
 }
 
-/// The snapshot folder of the store in `dir`.
-pub(super) fn snapshot_dir(dir: &Path) -> PathBuf {
-    dir.join("snapshots")
-}
-
-/// Finds the newest trusted snapshot for `log`; see the module invariants.
+/// Finds the newest trusted snapshot for the writer's `log`; see
+/// [`trusted_snapshot`].
 pub(super) fn load_base(
     dir: &Path,
     log: &Log,
     opts: &super::StoreOptions,
 ) -> (Option<Base>, Vec<SkippedSnapshot>) {
-    let snap_dir = snapshot_dir(dir);
-    let last = log.last_lsn().unwrap_or(0);
-    let generation = log.stats().generation;
+    let rule = TrustRule {
+        last_lsn: log.last_lsn().unwrap_or(0),
+        generation: log.stats().generation,
+        max_messages: opts.max_messages,
+    };
+    trusted_snapshot(&StoreLayout::new(dir).snapshots(), &rule, true)
+}
+
+/// What a snapshot must agree with to be trusted: the log it will resume.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TrustRule {
+    /// The log's last LSN (as the opener sees it).
+    pub last_lsn: Lsn,
+    /// The log's compaction generation.
+    pub generation: u64,
+    /// The store's `max_messages` option.
+    pub max_messages: usize,
+}
+
+/// The one snapshot trust rule, used by the writer's open and the read-only
+/// store: the newest intact snapshot in `snap_dir` that covers no LSN beyond
+/// the log's last one, was taken in the log's current compaction generation
+/// and was folded with the store's `max_messages`. Snapshots beyond the log's
+/// end are passed over for older ones; `set_aside` (the writer only: readers
+/// change no file) renames them to `*.untrusted`, because new appends will
+/// reuse their LSNs, after which they would look valid but describe another
+/// history. Returns the base, if any, and every file passed over with why.
+pub(crate) fn trusted_snapshot(
+    snap_dir: &Path,
+    rule: &TrustRule,
+    set_aside: bool,
+) -> (Option<Base>, Vec<SkippedSnapshot>) {
+    let last = rule.last_lsn;
     let mut skipped: Vec<SkippedSnapshot> = Vec::new();
     let skip = |skipped: &mut Vec<SkippedSnapshot>, path: PathBuf, reason: String| {
         if !skipped.iter().any(|s| s.path == path) {
@@ -108,73 +135,79 @@ pub(super) fn load_base(
             skipped.push(SkippedSnapshot { path, reason });
         }
     };
-    loop {
-        let loaded = match snapshot::load_newest::<SnapshotPayload>(&snap_dir) {
-            Ok(Some(l)) => l,
-            Ok(None) => {
-                // `load_newest` logs, but does not return, why each file was
-                // refused when none is usable: report them by name.
-                for info in snapshot::list(&snap_dir).unwrap_or_default() {
-                    let reason = "damaged or unreadable (the warning logged by the snapshot loader names why)";
-                    skip(&mut skipped, info.path, reason.to_string());
-                }
-                return (None, skipped);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot list snapshots; folding the whole log");
-                return (None, skipped);
-            }
-        };
-        for (path, reason) in loaded.skipped {
-            skip(&mut skipped, path, reason.to_string());
-        }
-        let path = loaded.info.path.clone();
-        if loaded.lsn > last {
-            let reason = format!(
-                "covers lsn {} beyond the log's last lsn {last} (the log lost a tail)",
-                loaded.lsn
-            );
-            skip(&mut skipped, path.clone(), reason);
-            let mut aside = path.clone().into_os_string();
-            aside.push(".untrusted");
-            if let Err(e) = std::fs::rename(&path, &aside) {
-                tracing::warn!(path = %path.display(), error = %e, "cannot set an untrusted snapshot aside");
-                return (None, skipped);
-            }
-            continue; // an older snapshot may fit
-        }
-        if loaded.state.generation != generation {
-            let reason = format!(
-                "taken in log generation {}, the log is at generation {generation} (compaction rewrote history)",
-                loaded.state.generation
-            );
-            // Older snapshots are of the same or an older generation.
-            skip(&mut skipped, path, reason);
+    let listed = match snapshot::list(snap_dir) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list snapshots; folding the whole log");
             return (None, skipped);
         }
-        if loaded.state.state.max_messages() != opts.max_messages.max(1) {
-            let reason = format!(
-                "folded with max_messages {}, the store uses {}",
-                loaded.state.state.max_messages(),
-                opts.max_messages
-            );
-            skip(&mut skipped, path, reason);
-            return (None, skipped);
-        }
-        return (
-            Some(Base {
-                state: loaded.state.state,
-                lsn: loaded.lsn,
-                info: Some(loaded.info),
-            }),
-            skipped,
+    };
+    for info in listed.iter().rev().filter(|i| i.lsn > last) {
+        let reason = format!(
+            "covers lsn {} beyond the log's last lsn {last} (the log lost a tail)",
+            info.lsn
         );
+        skip(&mut skipped, info.path.clone(), reason);
+        if set_aside {
+            let mut aside = info.path.clone().into_os_string();
+            aside.push(".untrusted");
+            if let Err(e) = std::fs::rename(&info.path, &aside) {
+                tracing::warn!(path = %info.path.display(), error = %e, "cannot set an untrusted snapshot aside");
+                return (None, skipped);
+            }
+        }
     }
+    let loaded = match snapshot::load_newest_upto::<SnapshotPayload>(snap_dir, last) {
+        Ok(Some(l)) => l,
+        Ok(None) => {
+            // `load_newest_upto` logs, but does not return, why each file was
+            // refused when none is usable: report them by name.
+            for info in listed.into_iter().filter(|i| i.lsn <= last) {
+                let reason = "damaged or unreadable (the warning logged by the snapshot loader names why)";
+                skip(&mut skipped, info.path, reason.to_string());
+            }
+            return (None, skipped);
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot list snapshots; folding the whole log");
+            return (None, skipped);
+        }
+    };
+    for (path, reason) in loaded.skipped {
+        skip(&mut skipped, path, reason.to_string());
+    }
+    let path = loaded.info.path.clone();
+    if loaded.state.generation != rule.generation {
+        let reason = format!(
+            "taken in log generation {}, the log is at generation {} (compaction rewrote history)",
+            loaded.state.generation, rule.generation
+        );
+        // Older snapshots are of the same or an older generation.
+        skip(&mut skipped, path, reason);
+        return (None, skipped);
+    }
+    if loaded.state.state.max_messages() != rule.max_messages.max(1) {
+        let reason = format!(
+            "folded with max_messages {}, the store uses {}",
+            loaded.state.state.max_messages(),
+            rule.max_messages
+        );
+        skip(&mut skipped, path, reason);
+        return (None, skipped);
+    }
+    (
+        Some(Base {
+            state: loaded.state.state,
+            lsn: loaded.lsn,
+            info: Some(loaded.info),
+        }),
+        skipped,
+    )
 }
 
 /// Folds the records of `view` after `after` into `state`; returns the last
 /// LSN applied (`after` if none) and how many records were folded.
-pub(super) fn fold_tail(
+pub(crate) fn fold_tail(
     view: &LogView,
     state: &mut State,
     after: Lsn,
@@ -374,7 +407,7 @@ fn write_and_export(
     }
     let payload = PayloadRef { generation, state };
     let info = snapshot::write(
-        &snapshot_dir(&core.dir),
+        &StoreLayout::new(&core.dir).snapshots(),
         lsn,
         &payload,
         core.opts.snapshots_kept,
@@ -412,6 +445,6 @@ impl Store {
 
     /// The folder holding this store's snapshot files.
     pub fn snapshot_dir(&self) -> PathBuf {
-        snapshot_dir(&self.core.dir)
+        StoreLayout::new(&self.core.dir).snapshots()
     }
 }

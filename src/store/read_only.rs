@@ -1,0 +1,100 @@
+//! [`ReadOnlyStore`]: a store opened for reading from another process,
+//! beside a live writer or after a crash, without the writer lock and
+//! without changing any file (like redb's `ReadOnlyDatabase`).
+//!
+//! It applies the writer's own rules, each written once: the log is judged
+//! by the writer's recovery classifier (`LogReader`: damage is refused, a
+//! torn tail of the newest segment is shown up to its start and reported),
+//! and the snapshot to resume from is chosen by the one trust rule
+//! (`checkpoint::trusted_snapshot`). Reading costs one snapshot load and one
+//! pass over the log after it.
+
+use super::checkpoint::{fold_tail, trusted_snapshot, TrustRule};
+use super::{SkippedSnapshot, StoreOptions};
+use crate::layout::StoreLayout;
+use crate::log::{LogReader, LogView, Lsn, TornTail};
+use crate::registry::history::ScanError;
+use crate::registry::State;
+use std::path::Path;
+
+/// A store opened read-only.
+#[derive(Debug)]
+pub struct ReadOnlyStore {
+    layout: StoreLayout,
+    log: LogReader,
+    max_messages: usize,
+}
+
+/// The registry as a read-only store sees it.
+#[derive(Debug, Clone)]
+pub struct ReadState {
+    pub state: State,
+    /// The last LSN folded (0: none).
+    pub lsn: Lsn,
+    /// The snapshot resumed from, if one was trusted.
+    pub snapshot_lsn: Option<Lsn>,
+    /// Snapshot files not trusted, and why.
+    pub skipped_snapshots: Vec<SkippedSnapshot>,
+}
+
+impl ReadOnlyStore {
+    /// Opens the store in `dir` for reading; refuses a damaged log, naming
+    /// the segment, offset and expected LSN.
+    pub fn open(dir: &Path, opts: &StoreOptions) -> crate::Result<ReadOnlyStore> {
+        let layout = StoreLayout::new(dir);
+        let log = LogReader::open(&layout.log())?;
+        Ok(ReadOnlyStore {
+            layout,
+            log,
+            max_messages: opts.max_messages,
+        })
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        self.layout.root()
+    }
+
+    /// The log as read.
+    pub fn log(&self) -> &LogReader {
+        &self.log
+    }
+
+    /// The records read (whole batches only).
+    pub fn view(&self) -> LogView {
+        self.log.view()
+    }
+
+    /// The newest segment's torn tail, if the log ends in one.
+    pub fn torn_tail(&self) -> Option<&TornTail> {
+        self.log.torn_tail()
+    }
+
+    /// See what was appended since (follows rotations and compactions).
+    pub fn refresh(&mut self) -> crate::Result<()> {
+        self.log.refresh()
+    }
+
+    /// The current registry: the newest trusted snapshot at or below the
+    /// log's last LSN, plus the records after it.
+    pub fn state(&self) -> Result<ReadState, ScanError> {
+        let rule = TrustRule {
+            last_lsn: self.log.last_lsn().unwrap_or(0),
+            generation: self.log.generation(),
+            max_messages: self.max_messages,
+        };
+        let (base, skipped_snapshots) = trusted_snapshot(&self.layout.snapshots(), &rule, false);
+        let snapshot_lsn = base.as_ref().map(|b| b.lsn);
+        let (mut state, after) = match base {
+            Some(b) => (b.state, b.lsn),
+            None => (State::new(self.max_messages), 0),
+        };
+        let (lsn, _) = fold_tail(&self.log.view(), &mut state, after)?;
+        Ok(ReadState {
+            state,
+            lsn,
+            snapshot_lsn,
+            skipped_snapshots,
+        })
+    }
+}
