@@ -10,8 +10,8 @@
 //! is specified in FORMAT.md, section "Events".
 
 use super::events::{
-    tag, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind,
-    SessionKey,
+    tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
+    Registration, RegistrationKind, SessionKey,
 };
 use crate::model::{Agent, Status, StatusCause};
 use crate::time::Timestamp;
@@ -83,6 +83,7 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
         }
         EventKind::SessionClosed { key } => put_body(buf, &(key,)),
         EventKind::AgentImported(a) => put_body(buf, a.as_ref()),
+        EventKind::MessagesDropped { dropped, reason } => put_body(buf, &(dropped, reason)),
     }
 }
 
@@ -239,6 +240,10 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
             EventKind::SessionClosed { key }
         }
         tag::AGENT_IMPORTED => EventKind::AgentImported(Box::new(body::<Agent>(t, b)?)),
+        tag::MESSAGES_DROPPED => {
+            let (dropped, reason): (Vec<DroppedMessage>, DropReason) = body(t, b)?;
+            EventKind::MessagesDropped { dropped, reason }
+        }
         _ => unreachable!("decode_header rejects unknown tags"),
     };
     Ok(Event { at, kind })
@@ -324,8 +329,11 @@ impl SubjectFilter {
             return true;
         }
         match t {
-            // Recipient or parent: somewhere later in the body.
-            tag::MESSAGE_POSTED | tag::AGENT_REGISTERED => contains(b, &self.name),
+            // Recipient or parent (or a dropped message's sender or
+            // recipient): somewhere later in the body.
+            tag::MESSAGE_POSTED | tag::AGENT_REGISTERED | tag::MESSAGES_DROPPED => {
+                contains(b, &self.name)
+            }
             _ => false,
         }
     }
@@ -418,6 +426,14 @@ mod tests {
             },
             EventKind::SessionClosed { key },
             EventKind::AgentImported(Box::new(Agent::new("a1", "codex", "/", at))),
+            EventKind::MessagesDropped {
+                dropped: vec![DroppedMessage {
+                    id: 3,
+                    from: "a1".into(),
+                    to: None,
+                }],
+                reason: DropReason::Cap,
+            },
         ];
         kinds.into_iter().map(|kind| Event { at, kind }).collect()
     }
