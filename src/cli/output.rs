@@ -102,36 +102,6 @@ pub fn clip(s: &str, max: usize) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_aligns_columns() {
-        let mut out = Vec::new();
-        table(
-            &mut out,
-            &["NAME", "STATUS", "MESSAGE"],
-            &[
-                vec!["a".into(), "live".into(), "".into()],
-                vec!["longer-name".into(), "exited".into(), "why".into()],
-            ],
-        )
-        .unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert_eq!(
-            text,
-            "NAME         STATUS  MESSAGE\na            live\nlonger-name  exited  why\n"
-        );
-    }
-
-    #[test]
-    fn clip_marks_cut_text() {
-        assert_eq!(clip("abcdef", 4), "abc…");
-        assert_eq!(clip("abc", 4), "abc");
-    }
-}
-
 /// Standard output that remembers its first write failure and, for commands
 /// that commit, a copy of what they printed: when stdout fails (`/dev/full`,
 /// a full disk behind a redirect) after a commit, the caller still learns
@@ -201,5 +171,35 @@ impl Write for Out<'_> {
             (Some(e), None) => Err(io::Error::new(e.kind(), e.to_string())),
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut out = Vec::new();
+        table(
+            &mut out,
+            &["NAME", "STATUS", "MESSAGE"],
+            &[
+                vec!["a".into(), "live".into(), "".into()],
+                vec!["longer-name".into(), "exited".into(), "why".into()],
+            ],
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "NAME         STATUS  MESSAGE\na            live\nlonger-name  exited  why\n"
+        );
+    }
+
+    #[test]
+    fn clip_marks_cut_text() {
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abc", 4), "abc");
     }
 }
