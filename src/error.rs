@@ -52,7 +52,7 @@ pub enum Error {
     #[error("batch of {len} bytes does not fit into one segment ({max} bytes usable)")]
     BatchTooLarge { len: usize, max: u64 },
     /// The filesystem has no room for the next segment; nothing acknowledged is lost.
-    #[error("disk full: cannot allocate {} ({source})", path.display())]
+    #[error("disk full: cannot allocate {} ({source}); free space on that file system, then `agentlog compact` shrinks the log (it needs only about one record's worth of room)", path.display())]
     DiskFull {
         path: PathBuf,
         #[source]

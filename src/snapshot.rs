@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// First bytes of every snapshot file.
 pub const MAGIC: [u8; 8] = *b"AGLSNAP\0";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 36;
 /// Offset of the crc32 field (the checksum covers the bytes before it + payload).

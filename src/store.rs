@@ -32,6 +32,7 @@ use std::time::Instant;
 
 mod checkpoint;
 mod compaction;
+pub mod config;
 mod interop;
 mod read_only;
 
@@ -96,7 +97,9 @@ pub struct StoreOptions {
     /// Durability of every other command (default `Durable`).
     pub command_durability: Durability,
     /// Live-message cap of the fold (default 200). Part of the fold's
-    /// semantics: reopen a log with the value it was written with.
+    /// semantics: a cap persisted in `<dir>/config.json` ([`config`])
+    /// overrides this on open, so a log is folded with the cap it was
+    /// written with.
     pub max_messages: usize,
     /// Lease used by [`Store::sweep`].
     pub sweep: SweepPolicy,
@@ -207,7 +210,8 @@ impl Store {
     /// Opens (or creates) the store in `dir`: recovers the log, resumes from
     /// the newest trusted snapshot (see [`checkpoint`]) and folds the log
     /// after it. [`Store::open_report`] tells what was used.
-    pub fn open(dir: &Path, opts: StoreOptions) -> StoreResult<Store> {
+    pub fn open(dir: &Path, mut opts: StoreOptions) -> StoreResult<Store> {
+        apply_config(dir, &mut opts)?;
         let started = Instant::now();
         let (log, recovery) = Log::open(&StoreLayout::new(dir).log(), opts.log.clone())?;
         let log_open = started.elapsed();
@@ -225,9 +229,10 @@ impl Store {
     /// that LSN are folded. `None` folds the whole log.
     pub fn open_from(
         dir: &Path,
-        opts: StoreOptions,
+        mut opts: StoreOptions,
         base: Option<(State, Lsn)>,
     ) -> StoreResult<Store> {
+        apply_config(dir, &mut opts)?;
         let started = Instant::now();
         let opened = Log::open(&StoreLayout::new(dir).log(), opts.log.clone())?;
         let timings = OpenTimings {
@@ -478,18 +483,22 @@ impl Store {
     }
 
     /// Posts a message; returns its id (the LSN of the post, or the first
-    /// post's id for an idempotent retry, which appends nothing).
+    /// post's id for an idempotent retry, which appends nothing). When the
+    /// store holds `max_messages` live messages, the oldest are dropped by a
+    /// `MessagesDropped` event appended in the same batch, before the post.
     pub fn post_message(&self, post: PostMessage, at: Option<Timestamp>) -> StoreResult<Lsn> {
         let at = now_or(at);
         let mut existing = None;
+        // A post that overflows the cap is preceded, in the same batch, by
+        // the `MessagesDropped` event naming what it evicts.
         let lsns = self.command(|s| match s.check_post(post, at)? {
-            PostOutcome::Append(e) => Ok(vec![e]),
+            PostOutcome::Append(e) => Ok(s.cap_drops(at).into_iter().chain([e]).collect()),
             PostOutcome::Existing(id) => {
                 existing = Some(id);
                 Ok(Vec::new())
             }
         })?;
-        Ok(existing.unwrap_or_else(|| lsns[0]))
+        Ok(existing.unwrap_or_else(|| lsns[lsns.len() - 1]))
     }
 
     /// The unread messages of `reader` at `now` (default: the clock);
@@ -605,21 +614,40 @@ impl Store {
 
     /// Clean close: stops the snapshot thread, snapshots (and exports, when
     /// configured) if anything changed since the last snapshot, then syncs
-    /// and closes the log (releasing its lock). The log is closed even when
-    /// the snapshot or export failed; the first error is returned.
-    pub fn close(mut self) -> StoreResult<()> {
+    /// and closes the log (releasing its lock).
+    ///
+    /// The close-time snapshot is an optimisation (a faster next open), never
+    /// part of what the caller's commands committed: when it fails (a full
+    /// disk, `snapshots/` unusable) the failure is logged as a warning and
+    /// returned in [`CloseReport::snapshot_error`], and `close` still
+    /// succeeds. Only a failure to make the log durable is an error.
+    pub fn close(mut self) -> StoreResult<CloseReport> {
         checkpoint::stop(&self.core, self.snapshotter.take());
-        let snap = checkpoint::snapshot_if_new(&self.core);
+        let snapshot_error = checkpoint::snapshot_if_new(&self.core).err().map(|e| {
+            tracing::warn!(
+                dir = %self.core.dir.display(),
+                error = %e,
+                "close-time snapshot failed (everything committed is in the log; the next open folds it)"
+            );
+            e
+        });
         let core = Arc::clone(&self.core);
         drop(self);
-        let closed = match Arc::try_unwrap(core) {
-            Ok(core) => core.log.close(),
+        match Arc::try_unwrap(core) {
+            Ok(core) => core.log.close()?,
             // Unreachable (the thread was joined), but never skip the sync.
-            Err(core) => core.log.sync(),
-        };
-        snap?;
-        Ok(closed?)
+            Err(core) => core.log.sync()?,
+        }
+        Ok(CloseReport { snapshot_error })
     }
+}
+
+/// What a clean [`Store::close`] could not do without failing the close.
+#[derive(Debug, Default)]
+pub struct CloseReport {
+    /// The close-time snapshot (or its export) failed; already logged as a
+    /// warning. The log holds everything committed.
+    pub snapshot_error: Option<StoreError>,
 }
 
 impl Drop for Store {
@@ -627,6 +655,16 @@ impl Drop for Store {
     fn drop(&mut self) {
         checkpoint::stop(&self.core, self.snapshotter.take());
     }
+}
+
+/// A cap persisted in the store's `config.json` overrides
+/// [`StoreOptions::max_messages`]: the log must fold with the cap it was
+/// written with.
+fn apply_config(dir: &Path, opts: &mut StoreOptions) -> StoreResult<()> {
+    if let Some(n) = config::stored_max_messages(dir)? {
+        opts.max_messages = n;
+    }
+    Ok(())
 }
 
 fn scan_err(dir: &Path, e: ScanError) -> StoreError {

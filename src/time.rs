@@ -24,7 +24,18 @@ pub struct TimeParseError {
     pub reason: &'static str,
 }
 
+/// How far a write's explicit time may lie after the clock (5 minutes:
+/// clock skew between hosts sharing a store), unless forced. Imports and
+/// simulations need past times, never future ones; a future stamp would
+/// otherwise outlive leases and sort after every real event.
+pub const MAX_FUTURE_SKEW_MS: i64 = 5 * 60 * 1000;
+
 impl Timestamp {
+    /// 0001-01-01T00:00:00Z, the earliest time text input accepts.
+    pub const MIN_VALID: Timestamp = Timestamp(-62_135_596_800_000);
+    /// 9999-12-31T23:59:59.999Z, the latest time text input accepts.
+    pub const MAX_VALID: Timestamp = Timestamp(253_402_300_799_999);
+
     pub const fn from_millis(ms: i64) -> Self {
         Timestamp(ms)
     }
@@ -124,7 +135,20 @@ impl Timestamp {
         };
         let days = days_from_civil(year, month, day);
         let secs = days * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_secs;
-        Ok(Timestamp(secs * 1000 + millis))
+        let t = Timestamp(secs * 1000 + millis);
+        // An offset can carry 0001-01-01 or 9999-12-31 out of range; the
+        // four-digit forms (export, `list`) cannot show such a time.
+        if !(Timestamp::MIN_VALID..=Timestamp::MAX_VALID).contains(&t) {
+            return Err(err("outside years 0001-9999 once converted to UTC"));
+        }
+        Ok(t)
+    }
+
+    /// Whether `self` lies more than `tolerance_ms` after `clock`: the bound
+    /// on how far into the future a write may be stamped (see
+    /// [`MAX_FUTURE_SKEW_MS`]).
+    pub const fn is_beyond(self, clock: Timestamp, tolerance_ms: i64) -> bool {
+        self.0 > clock.0.saturating_add(tolerance_ms)
     }
 
     /// `YYYY-MM-DDTHH:MM:SSZ` (whole seconds, floor), the schema-v4 form.
@@ -292,6 +316,23 @@ mod tests {
             let e = Timestamp::parse_rfc3339(bad).unwrap_err();
             assert!(e.to_string().contains("invalid time"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn refuses_years_outside_0001_9999_after_the_offset() {
+        for bad in [
+            "9999-12-31T23:59:59-23:59",
+            "0001-01-01T00:00:00+00:01",
+            "0000-12-31T23:59:59Z",
+        ] {
+            let e = Timestamp::parse_rfc3339(bad).unwrap_err();
+            assert!(e.to_string().contains("0001-9999"), "{bad}: {e}");
+        }
+        let last = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999Z").unwrap();
+        assert_eq!(last, Timestamp::MAX_VALID);
+        let first = Timestamp::parse_rfc3339("0001-01-01T00:00:00Z").unwrap();
+        assert_eq!(first, Timestamp::MIN_VALID);
+        assert_eq!(first.to_rfc3339_secs(), "0001-01-01T00:00:00Z");
     }
 
     #[test]

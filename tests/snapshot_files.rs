@@ -162,7 +162,10 @@ fn a_future_version_is_skipped_with_a_clear_reason() {
     );
     let msg = skipped[0].to_string();
     assert!(
-        msg.contains("format version 2 is newer than this build reads (1)"),
+        msg.contains(&format!(
+            "format version {} is newer than this build reads ({FORMAT_VERSION})",
+            FORMAT_VERSION + 1
+        )),
         "{msg}"
     );
     // Version 0 never existed.

@@ -4,7 +4,7 @@
 //! before any store is opened.
 
 use agentlog::model::{HostMode, Priority, Privacy, Status};
-use agentlog::time::Timestamp;
+use agentlog::time::{Timestamp, MAX_FUTURE_SKEW_MS};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -40,7 +40,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create an empty store in DIR
-    Init,
+    Init(Init),
     /// Register an agent (a renewal if the same live process registers again)
     Register(Register),
     /// Record that an agent is alive
@@ -90,10 +90,57 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+pub struct Init {
+    /// Live-message cap of the new store (oldest dropped first, recorded in
+    /// the log); fixed once set [default: 200]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_messages: Option<u32>,
+}
+
+#[derive(Debug, Args)]
 pub struct At {
     /// Event time (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
     #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
     pub at: Option<Timestamp>,
+    /// Accept an event time more than 5 minutes after the clock
+    #[arg(long)]
+    pub force_time: bool,
+}
+
+impl At {
+    /// The event time, refused (a usage error) when it lies more than
+    /// [`MAX_FUTURE_SKEW_MS`] after the clock, unless `--force-time`.
+    pub fn checked(&self) -> Result<Option<Timestamp>, super::Usage> {
+        not_in_future(self.at, self.force_time, "--at", "--force-time")
+    }
+}
+
+/// The clock of this invocation: `$AGENTLOG_NOW` when set (it stands in for
+/// the clock, README), else the system clock.
+pub fn clock() -> Timestamp {
+    std::env::var("AGENTLOG_NOW")
+        .ok()
+        .and_then(|v| Timestamp::parse_rfc3339(&v).ok())
+        .unwrap_or_else(Timestamp::now)
+}
+
+/// Refuses `t` when it lies more than [`MAX_FUTURE_SKEW_MS`] after
+/// [`clock`] and `force` is off; `flag` and `force_flag` name the options.
+pub fn not_in_future(
+    t: Option<Timestamp>,
+    force: bool,
+    flag: &str,
+    force_flag: &str,
+) -> Result<Option<Timestamp>, super::Usage> {
+    let clock = clock();
+    match t {
+        Some(t) if !force && t.is_beyond(clock, MAX_FUTURE_SKEW_MS) => Err(super::Usage(format!(
+            "{flag} {t} is more than {} minutes after the clock ({clock}); \
+             pass {force_flag} if that future time is really meant",
+            MAX_FUTURE_SKEW_MS / 60_000
+        ))),
+        t => Ok(t),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -253,6 +300,9 @@ pub struct Sweep {
     /// The sweep's "now" (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
     #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
     pub now: Option<Timestamp>,
+    /// Accept a --now more than 5 minutes after the clock
+    #[arg(long)]
+    pub force_time: bool,
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +380,9 @@ pub struct Compact {
     /// Report what would be dropped; change nothing
     #[arg(long)]
     pub dry_run: bool,
+    /// Accept a --now later than both the clock and the log's last event
+    #[arg(long)]
+    pub force_now: bool,
 }
 
 #[derive(Debug, Args)]

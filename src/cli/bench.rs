@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
-    let mut out = std::io::stdout().lock();
+    let mut out = super::output::Out::new(std::io::stdout().lock(), false);
     match b {
         args::Bench::Heartbeats(a) => {
             let cfg = HeartbeatBenchConfig {

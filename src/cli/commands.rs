@@ -70,24 +70,28 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         c => c,
     };
     let dir = store_dir(cli.dir)?;
-    let mut out = std::io::stdout().lock();
+    let commits = commits_before_printing(&command);
+    let mut out = output::Out::new(std::io::stdout().lock(), commits);
     let w = &mut out;
     let code = match command {
-        Command::Init => init(w, &ui, dir)?,
+        Command::Init(a) => init(w, &ui, dir, a)?,
         Command::Register(a) => register(w, &ui, dir, a)?,
         Command::Heartbeat(a) => {
-            let lsn = with_store(&dir, |s| Ok(s.heartbeat(&a.name, a.pid, a.at.at)?))?;
+            let at = a.at.checked()?;
+            let lsn = with_store(&dir, |s| Ok(s.heartbeat(&a.name, a.pid, at)?))?;
             applied(w, &ui, &a.name, lsn, "heartbeat")?
         }
         Command::Status(a) => {
+            let at = a.at.checked()?;
             let lsn = with_store(&dir, |s| {
-                Ok(s.set_status(&a.name, a.status, a.message.clone(), a.at.at)?)
+                Ok(s.set_status(&a.name, a.status, a.message.clone(), at)?)
             })?;
             applied(w, &ui, &a.name, lsn, &format!("status {}", a.status))?
         }
         Command::Update(a) => update(w, &ui, dir, a)?,
         Command::Remove(a) => {
-            let lsn = with_store(&dir, |s| Ok(s.remove(&a.name, a.at.at)?))?;
+            let at = a.at.checked()?;
+            let lsn = with_store(&dir, |s| Ok(s.remove(&a.name, at)?))?;
             applied(w, &ui, &a.name, lsn, "removed")?
         }
         Command::Post(a) => post(w, &ui, dir, a)?,
@@ -108,10 +112,43 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Repair(a) => repair(w, &ui, dir, a)?,
     };
     out.flush()?;
+    if let Some(e) = out.failure() {
+        // The command committed before printing: exit 0 as it succeeded,
+        // and say on stderr exactly what was committed.
+        let text = String::from_utf8_lossy(out.transcript());
+        eprintln!(
+            "agentlog: warning: the command succeeded and was committed, but stdout failed ({e}); its output was:\n{}",
+            text.trim_end()
+        );
+    }
     Ok(code)
 }
 
-pub(super) type W<'a> = std::io::StdoutLock<'a>;
+/// Commands that commit their work and then print what they did: a failure
+/// of stdout after the commit must not turn into a reported failure. (`read`
+/// is not one: it prints first and appends its receipt only once the output
+/// was delivered.)
+fn commits_before_printing(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Init(_)
+            | Command::Register(_)
+            | Command::Heartbeat(_)
+            | Command::Status(_)
+            | Command::Update(_)
+            | Command::Remove(_)
+            | Command::Post(_)
+            | Command::Sessions(_)
+            | Command::Sweep(_)
+            | Command::Snapshot
+            | Command::Export(_)
+            | Command::Import(_)
+            | Command::Compact(args::Compact { dry_run: false, .. })
+            | Command::Repair(_)
+    )
+}
+
+pub(super) type W<'a> = output::Out<'a>;
 
 /// Opens the store (taking the writer lock), runs `f`, and closes it
 /// (syncing what `f` appended).
@@ -144,7 +181,8 @@ fn register(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Register) -> Result<ExitC
     reg.log_path = a.log_path;
     reg.host_mode = a.host_mode;
     reg.short_id = a.short_id.unwrap_or_default();
-    let (lsn, kind) = with_store(&dir, |s| Ok(s.register(reg, a.at.at)?))?;
+    let at = a.at.checked()?;
+    let (lsn, kind) = with_store(&dir, |s| Ok(s.register(reg, at)?))?;
     let kind = match kind {
         RegistrationKind::New => "new",
         RegistrationKind::Renewal => "renewal",
@@ -176,7 +214,8 @@ fn update(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Update) -> Result<ExitCode>
         last_reconciled_at: a.last_reconciled_at.map(Some),
         ..FieldUpdates::default()
     };
-    let lsn = with_store(&dir, |s| Ok(s.update_fields(&a.name, fields, a.at.at)?))?;
+    let at = a.at.checked()?;
+    let lsn = with_store(&dir, |s| Ok(s.update_fields(&a.name, fields, at)?))?;
     applied(w, ui, &a.name, lsn, "updated")
 }
 
@@ -192,7 +231,8 @@ fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
         }
         p.ttl_ms = Some((h * 3_600_000.0) as i64);
     }
-    let id = with_store(&dir, |s| Ok(s.post_message(p, a.at.at)?))?;
+    let at = a.at.checked()?;
+    let id = with_store(&dir, |s| Ok(s.post_message(p, at)?))?;
     if ui.json {
         output::json(w, &json!({"id": id}))?;
     } else {
@@ -201,15 +241,71 @@ fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Peek, deliver, then acknowledge: the unread messages are printed and
+/// stdout is flushed before the read receipt is appended, so a message only
+/// counts as read once it reached the caller. If printing fails nothing is
+/// marked read; if the receipt then fails, the messages stay unread and show
+/// again next time (delivered at least once, never lost).
 fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
-    let msgs = with_store(&dir, |s| {
-        Ok(s.read_messages(&a.name, a.project_root.as_deref(), a.at.at)?)
+    let at =
+        a.at.checked()?
+            .unwrap_or_else(agentlog::time::Timestamp::now);
+    with_store(&dir, |s| {
+        let msgs = s.unread(&a.name, a.project_root.as_deref(), Some(at))?;
+        let dropped = s.with_state(|st, _| {
+            st.drops_for(&a.name)
+                .into_iter()
+                .map(|(from, n)| (from.to_string(), n))
+                .collect::<Vec<_>>()
+        });
+        print_messages(w, ui, &a.name, &msgs, &dropped)
+            .and_then(|()| w.flush())
+            .with_context(|| {
+                format!(
+                    "could not deliver {} message(s) to stdout; nothing was marked read",
+                    msgs.len()
+                )
+            })?;
+        let ids: Vec<u64> = msgs.iter().map(|m| m.id).collect();
+        s.mark_read(&a.name, &ids, Some(at)).with_context(|| {
+            format!(
+                "the messages were printed but their read receipt was not recorded; they will show again (ids {ids:?})"
+            )
+        })?;
+        Ok(())
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_messages(
+    w: &mut W,
+    ui: &Ui,
+    name: &str,
+    msgs: &[agentlog::registry::Message],
+    dropped: &[(String, u64)],
+) -> std::io::Result<()> {
     if ui.json {
         let m: Vec<_> = msgs.iter().map(view::message).collect();
-        output::json(w, &json!({"agent": a.name, "messages": m}))?;
-    } else if msgs.is_empty() {
-        writeln!(w, "no unread messages for `{}`", a.name)?;
+        let d: Vec<_> = dropped
+            .iter()
+            .map(|(from, n)| json!({"from": from, "count": n}))
+            .collect();
+        return output::json(w, &json!({"agent": name, "messages": m, "dropped": d}));
+    }
+    if !dropped.is_empty() {
+        let total: u64 = dropped.iter().map(|(_, n)| n).sum();
+        let by: Vec<String> = dropped
+            .iter()
+            .map(|(from, n)| format!("{n} from `{from}`"))
+            .collect();
+        writeln!(
+            w,
+            "note: {total} message(s) to `{name}` or to all were dropped by the message cap: {}",
+            by.join(", ")
+        )?;
+    }
+    if msgs.is_empty() {
+        writeln!(w, "no unread messages for `{name}`")
     } else {
         let rows: Vec<_> = msgs
             .iter()
@@ -229,9 +325,8 @@ fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
             w,
             &["ID", "POSTED", "FROM", "TO", "CATEGORY", "PRIORITY", "BODY"],
             &rows,
-        )?;
+        )
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn sessions(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sessions) -> Result<ExitCode> {
@@ -241,7 +336,8 @@ fn sessions(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sessions) -> Result<ExitC
         args::Sessions::Close(k) => (SessionOp::Close, k, "closed"),
     };
     let key = SessionKey::new(&k.source, &k.workspace, &k.session_id);
-    let lsn = with_store(&dir, |s| Ok(s.session(op, key, None, k.at.at)?))?;
+    let at = k.at.checked()?;
+    let lsn = with_store(&dir, |s| Ok(s.session(op, key, None, at)?))?;
     if ui.json {
         output::json(w, &json!({"session": verb, "lsn": lsn}))?;
     } else {
@@ -262,7 +358,8 @@ fn sessions(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sessions) -> Result<ExitC
 }
 
 fn sweep(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sweep) -> Result<ExitCode> {
-    let changes = with_store(&dir, |s| Ok(s.sweep(a.now, &ProcProbe)?))?;
+    let now = args::not_in_future(a.now, a.force_time, "--now", "--force-time")?;
+    let changes = with_store(&dir, |s| Ok(s.sweep(now, &ProcProbe)?))?;
     let lines: Vec<_> = changes
         .iter()
         .map(|(lsn, ev)| {
@@ -372,8 +469,8 @@ fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn init(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
-    let rep = ops::init(&dir)?;
+fn init(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Init) -> Result<ExitCode> {
+    let rep = ops::init(&dir, a.max_messages.map(|n| n as usize))?;
     if ui.json {
         output::json(
             w,

@@ -41,7 +41,7 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
     }
     let rep = rep?;
     let check = conformance(&rep.export_path);
-    let mut out = std::io::stdout().lock();
+    let mut out = super::output::Out::new(std::io::stdout().lock(), false);
     if ui.json {
         print_json(&mut out, &rep, &check)?;
     } else {

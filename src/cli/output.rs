@@ -102,6 +102,78 @@ pub fn clip(s: &str, max: usize) -> String {
     }
 }
 
+/// Standard output that remembers its first write failure and, for commands
+/// that commit, a copy of what they printed: when stdout fails (`/dev/full`,
+/// a full disk behind a redirect) after a commit, the caller still learns
+/// exactly what was committed (on stderr) instead of a bare error that would
+/// invite a duplicating retry.
+pub struct Out<'a> {
+    inner: io::StdoutLock<'a>,
+    failure: Option<io::Error>,
+    transcript: Option<Vec<u8>>,
+}
+
+impl<'a> Out<'a> {
+    /// Wraps `inner`; `keep_transcript` keeps a copy of everything written.
+    pub fn new(inner: io::StdoutLock<'a>, keep_transcript: bool) -> Self {
+        Out {
+            inner,
+            failure: None,
+            transcript: keep_transcript.then(Vec::new),
+        }
+    }
+
+    /// The first write or flush failure, if any.
+    pub fn failure(&self) -> Option<&io::Error> {
+        self.failure.as_ref()
+    }
+
+    /// What was written (when kept), whether or not it reached stdout.
+    pub fn transcript(&self) -> &[u8] {
+        self.transcript.as_deref().unwrap_or_default()
+    }
+
+    fn record<T>(&mut self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            if self.failure.is_none() {
+                self.failure = Some(io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+}
+
+impl Write for Out<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(t) = &mut self.transcript {
+            t.extend_from_slice(buf);
+            // A committing command finishes its report into the transcript;
+            // the runner shows it on stderr and names the failure.
+            if self.failure.is_none() {
+                let r = self.inner.write_all(buf);
+                let _ = self.record(r);
+            }
+            return Ok(buf.len());
+        }
+        if let Some(e) = &self.failure {
+            return Err(io::Error::new(e.kind(), e.to_string()));
+        }
+        let r = self.inner.write_all(buf).map(|()| buf.len());
+        self.record(r)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if self.failure.is_none() {
+            let r = self.inner.flush();
+            let _ = self.record(r);
+        }
+        match (&self.failure, &self.transcript) {
+            (Some(e), None) => Err(io::Error::new(e.kind(), e.to_string())),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,7 @@ pub(super) fn stats(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
                 "agents": st.agents,
                 "by_status": by_status,
                 "messages": st.messages,
+                "messages_dropped": st.messages_dropped,
                 "sessions": st.sessions,
                 "anomalies": st.anomalies,
                 "snapshots": snaps,
@@ -74,8 +75,8 @@ pub(super) fn print_stats(w: &mut W, dir: &Path, st: &ops::stats::Stats) -> Resu
     writeln!(w, "agents      {} ({})", st.agents, by_status.join(", "))?;
     writeln!(
         w,
-        "messages    {} live; sessions {} open",
-        st.messages, st.sessions
+        "messages    {} live, {} dropped by the cap; sessions {} open",
+        st.messages, st.messages_dropped, st.sessions
     )?;
     match st.snapshots.last() {
         Some((lsn, len)) => writeln!(
@@ -113,7 +114,8 @@ pub(super) fn human_bytes(n: u64) -> String {
 
 pub(super) fn compact(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Compact) -> Result<ExitCode> {
     let spinner = ui.spinner("compacting");
-    let rep = ops::compact(&dir, a.now, a.dry_run);
+    let clock = (!a.force_now).then(args::clock);
+    let rep = ops::compact(&dir, a.now, a.dry_run, clock);
     if let Some(s) = spinner {
         s.finish_and_clear();
     }

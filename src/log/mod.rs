@@ -487,7 +487,7 @@ impl Log {
         if w.write_off == SEG_HDR {
             return Ok(());
         }
-        inner.rotate(&mut w)
+        inner.rotate(&mut w, 0)
     }
 
     /// Sync and release the lock.
@@ -588,7 +588,7 @@ impl Inner {
         }
         let mut w = lock(&self.writer);
         if w.write_off + need + seal::SEAL_RESERVE > w.active.map.len() {
-            self.rotate(&mut w)?;
+            self.rotate(&mut w, need)?;
         }
         Ok(w)
     }
@@ -639,20 +639,37 @@ impl Inner {
         }
     }
 
-    /// Seal the active segment and install the next one (writer lock held).
-    fn rotate(&self, w: &mut Writer) -> Result<()> {
-        let prepared = match w.prepared.take() {
-            Some(h) => h.join().unwrap_or_else(|_| {
+    /// Seal the active segment and install the next one, with room for a
+    /// record or batch of `need` bytes (writer lock held).
+    fn rotate(&self, w: &mut Writer, need: usize) -> Result<()> {
+        let ahead = w.prepared.take().map(|h| {
+            h.join().unwrap_or_else(|_| {
                 Err(Error::InvalidArgument(
                     "segment preparation panicked".into(),
                 ))
-            })?,
-            None => {
+            })
+        });
+        let prepared = match ahead {
+            Some(Ok(p)) => p,
+            Some(Err(e)) if !matches!(e, Error::DiskFull { .. }) => return Err(e),
+            // None prepared, or the full-size one did not fit: a segment
+            // sized to the free space (see `segment::fitting_size`).
+            _ => {
                 let id = self.next_segment_id.fetch_add(1, Ordering::AcqRel);
+                let least = (SEG_HDR
+                    + need.max(self.opts.max_record_size as usize)
+                    + REC_HDR
+                    + seal::SEAL_RESERVE) as u64;
+                let mut size = segment::fitting_size(&self.dir, self.opts.segment_size, least);
+                if let Some(b) = &self.budget {
+                    // The fault-injection budget stands in for free space.
+                    let left = b.load(Ordering::Acquire).max(0) as u64 / 4096 * 4096;
+                    size = size.min(left).max(least.div_ceil(4096) * 4096);
+                }
                 segment::prepare(
                     &self.dir,
                     id,
-                    self.opts.segment_size,
+                    size,
                     self.budget.as_deref(),
                     self.opts.zero_fill,
                 )?

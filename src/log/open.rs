@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::manifest::{self, Manifest};
-use super::segment::{self, Segment};
+use super::record::REC_HDR;
+use super::seal::SEAL_RESERVE;
+use super::segment::{self, Segment, SEG_HDR};
 use super::{recovery, LogOptions, Lsn, RecoveryMode, RecoveryReport, TailCut};
 use crate::error::{Error, Result};
 
@@ -95,8 +97,14 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
         let fast = recovery::scan_sealed(s.map.bytes(s.map.len()), &s.hdr, expected - 1);
         if fast.is_none() && newest && (s.map.len() as u64) < opts.segment_size {
             // Trimmed when sealed (crash before the next segment was installed)
-            // or cut short: grow it back first; the new bytes are zeros.
-            s = s.extend_to(opts.segment_size, opts.zero_fill)?;
+            // or cut short: grow it back first; the new bytes are zeros. On a
+            // nearly full disk it grows only as far as space allows (a short
+            // active segment is fine: appends rotate when it is full).
+            let len = s.map.len() as u64;
+            let size = segment::fitting_size(dir, opts.segment_size, len);
+            if size > len {
+                s = s.extend_to(size, opts.zero_fill)?;
+            }
         }
         if s.hdr.compacted() {
             return Err(corrupt(
@@ -170,8 +178,10 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     let active = if n_main == 0 || newest_sealed {
         let id = next_segment_id;
         next_segment_id += 1;
-        segment::prepare(dir, id, opts.segment_size, None, opts.zero_fill)?
-            .install(dir, expected)?
+        // Sized to the free space on a nearly full disk (`fitting_size`).
+        let least = (SEG_HDR + REC_HDR + opts.max_record_size as usize + SEAL_RESERVE) as u64;
+        let size = segment::fitting_size(dir, opts.segment_size, least);
+        segment::prepare(dir, id, size, None, opts.zero_fill)?.install(dir, expected)?
     } else {
         let s = segs.pop().expect("newest segment");
         let end = s.end();

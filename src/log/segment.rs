@@ -313,6 +313,26 @@ pub(crate) struct Prepared {
     pub segment_id: u64,
 }
 
+/// The size of a new segment in `dir`: `wanted` (the configured segment
+/// size) when the file system has room for it, else the free space rounded
+/// down to pages, but never below `at_least` (then preparing it fails with
+/// `DiskFull`). A nearly full disk thus gets smaller segments instead of a
+/// wedged store: appends go on, and `compact`, which must seal the active
+/// segment (installing a successor) before it can shrink the log, can run
+/// exactly when space is short. Readers never assume a segment's size.
+pub(crate) fn fitting_size(dir: &Path, wanted: u64, at_least: u64) -> u64 {
+    const PAGE: u64 = 4096;
+    let at_least = at_least.div_ceil(PAGE) * PAGE;
+    match rustix::fs::statvfs(dir) {
+        Ok(st) => {
+            let free = st.f_bavail.saturating_mul(st.f_frsize) / PAGE * PAGE;
+            wanted.min(free).max(at_least)
+        }
+        // Cannot tell: ask for the full size (a failure names the disk).
+        Err(_) => wanted,
+    }
+}
+
 /// Create `next-{id}.seg.tmp`, preallocate `size` bytes, sync, map.
 /// `budget` is the disk-full fault-injection hook (bytes left to allocate).
 pub(crate) fn prepare(

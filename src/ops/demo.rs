@@ -193,7 +193,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
     // The audit before compaction shows every heartbeat run whole.
     let audit = audit(dir, &featured, None, None)?;
 
-    let compaction = super::compact(dir, Some(end), false)?;
+    let compaction = super::compact(dir, Some(end), false, None)?;
     let stats = stats(dir, &mut ())?;
     let (state, _) = super::current(dir, &mut ())?;
     let registry = state.agents().iter().cloned().collect();

@@ -100,6 +100,30 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
                 list.join(" ")
             )
         }
+        EventKind::MessagesDropped { dropped, reason } => {
+            let mine: Vec<String> = dropped
+                .iter()
+                .filter(|d| viewer.is_none_or(|v| d.from == v || d.to.as_deref() == Some(v)))
+                .take(4)
+                .map(|d| {
+                    let to =
+                        d.to.as_deref()
+                            .map_or("all".to_string(), |t| format!("`{t}`"));
+                    format!("#{} (`{}` to {to})", d.id, d.from)
+                })
+                .collect();
+            why = Some(reason.as_str().to_string());
+            format!(
+                "{} message(s) dropped: {}{}",
+                dropped.len(),
+                mine.join(", "),
+                if dropped.len() > mine.len() {
+                    ", …"
+                } else {
+                    ""
+                }
+            )
+        }
         EventKind::SessionOpened { key, ttl_ms } => format!(
             "session opened {}/{}/{} ttl={}s",
             key.source,

@@ -23,7 +23,7 @@ use crate::log::{self, LogReader, Lsn, VerifyReport};
 use crate::registry::history::ScanError;
 use crate::registry::{codec, DecodeError, Event, RegistryError, State};
 use crate::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
-use crate::time::Timestamp;
+use crate::time::{Timestamp, MAX_FUTURE_SKEW_MS};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -113,7 +113,11 @@ pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
 /// refused with where it is and what to run next.
 fn read_only(dir: &Path) -> Result<ReadOnlyStore> {
     require_store(dir)?;
-    ReadOnlyStore::open(dir, &StoreOptions::default()).map_err(|e| match e {
+    let opts = StoreOptions {
+        max_messages: crate::store::config::max_messages(dir)?,
+        ..StoreOptions::default()
+    };
+    ReadOnlyStore::open(dir, &opts).map_err(|e| match e {
         crate::Error::Corrupt {
             segment,
             offset,
@@ -153,15 +157,18 @@ pub struct Replayed {
     pub next: Option<(Lsn, Timestamp)>,
 }
 
-/// Folds the log of `dir` from the start up to `point` (read-only). A time
-/// point takes the longest prefix of the log whose event times are at or
-/// before it (as `Store::state_at` does), so the result is always a prefix.
+/// Folds the log of `dir` from the start up to `point` (read-only). An LSN
+/// point folds that prefix. A time point folds, in log order, every event of
+/// the whole log stamped at or before it (as `Store::state_at` does): an
+/// event stamped out of order (later than an event after it) is skipped
+/// alone, so one bad stamp never hides the events after it (FORMAT.md,
+/// "Event times").
 pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<Replayed> {
     let r = read_only(dir)?;
     let view = r.view();
     progress.start(r.log().last_lsn().unwrap_or(0));
     let mut out = Replayed {
-        state: State::default(),
+        state: State::new(crate::store::config::max_messages(dir)?),
         events: 0,
         last: None,
         next: None,
@@ -178,8 +185,11 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
             Point::Time(t) => at > t,
         };
         if past {
-            out.next = Some((rec.lsn, at));
-            break;
+            out.next.get_or_insert((rec.lsn, at));
+            match point {
+                Point::Lsn(_) => break,
+                Point::Time(_) => continue,
+            }
         }
         out.state
             .apply_payload(rec.lsn, rec.payload)
@@ -301,9 +311,28 @@ pub struct Initialized {
 }
 
 /// Creates an empty store in `dir` (and its parents), or opens an existing
-/// one and reports its size.
-pub fn init(dir: &Path) -> Result<Initialized> {
+/// one and reports its size. `max_messages` sets a new store's live-message
+/// cap (persisted, see `store::config`); an existing store keeps its own and
+/// refuses a different one.
+pub fn init(dir: &Path, max_messages: Option<usize>) -> Result<Initialized> {
     let existed = StoreLayout::new(dir).exists();
+    if let Some(n) = max_messages {
+        let current = crate::store::config::max_messages(dir)?;
+        if existed && current != n {
+            return Err(crate::Error::InvalidArgument(format!(
+                "the store at {} exists with message cap {current}; the cap is fixed when a store is created",
+                dir.display()
+            ))
+            .into());
+        }
+        if !existed {
+            if dir.exists() && !dir.is_dir() {
+                return Err(OpsError::NotADirectory(dir.to_path_buf()));
+            }
+            std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
+            crate::store::config::set_max_messages(dir, n)?;
+        }
+    }
     let store = open_store(dir, true)?;
     let events = store.recovery().records;
     store.close()?;
@@ -362,19 +391,56 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
 /// (default: the clock); a dry run reports what would be dropped and changes
 /// nothing. Takes the writer lock; the store snapshots the new generation
 /// (snapshots of the old one are no longer trusted).
+///
+/// With `clock` given, a real run refuses a `now` more than
+/// [`MAX_FUTURE_SKEW_MS`] after both `clock` and the log's last event time:
+/// such a `now` (a typo like 2062 for 2026) would drop unread messages and
+/// retire live agents for good. `None` skips the check (forced).
 pub fn compact(
     dir: &Path,
     now: Option<Timestamp>,
     dry_run: bool,
+    clock: Option<Timestamp>,
 ) -> Result<crate::compact::CompactionReport> {
     let store = open_store(dir, false)?;
+    let now = now.unwrap_or_else(Timestamp::now);
+    if let (Some(clock), false) = (clock, dry_run) {
+        let last = last_event_time(&store)?;
+        let latest = last.map_or(clock, |t| t.max(clock));
+        if now.is_beyond(latest, MAX_FUTURE_SKEW_MS) {
+            let last = last.map_or_else(|| "none".to_string(), |t| t.to_string());
+            return Err(crate::Error::InvalidArgument(format!(
+                "compact --now {now} is later than both the clock ({clock}) and the log's \
+                 last event ({last}); it would drop unexpired messages and retire live \
+                 agents for good. Check the date, or pass --force-now if it is meant"
+            ))
+            .into());
+        }
+    }
     let copts = crate::compact::CompactOptions {
         dry_run,
         ..Default::default()
     };
-    let report = store.compact(now.unwrap_or_else(Timestamp::now), &copts);
+    let report = store.compact(now, &copts);
     let closed = store.close();
     let report = report?;
     closed?;
     Ok(report)
+}
+
+/// The event time of the store's last record, if any.
+fn last_event_time(store: &Store) -> Result<Option<Timestamp>> {
+    let lsn = store.applied_lsn();
+    let view = store.view();
+    match view.iter_from(lsn).next() {
+        Some(rec) => {
+            let rec = rec?;
+            let (_, at) = codec::decode_header(rec.payload).map_err(|source| OpsError::Decode {
+                lsn: rec.lsn,
+                source,
+            })?;
+            Ok(Some(at))
+        }
+        None => Ok(None),
+    }
 }

@@ -26,6 +26,8 @@ pub struct Stats {
     /// Agents per status, in the vocabulary's order; statuses with none are left out.
     pub by_status: Vec<(Status, usize)>,
     pub messages: usize,
+    /// Messages the cap dropped since the log's start or last compaction.
+    pub messages_dropped: u64,
     pub sessions: usize,
     /// Events that could not take effect when folded (see `State::anomalies`).
     pub anomalies: u64,
@@ -58,6 +60,7 @@ pub fn stats(dir: &Path, progress: &mut dyn Progress) -> Result<Stats> {
         agents: state.agents().len(),
         by_status,
         messages: state.messages().len(),
+        messages_dropped: state.drops_total(),
         sessions: state.sessions().len(),
         anomalies: state.anomalies(),
         snapshots,

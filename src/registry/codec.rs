@@ -10,8 +10,8 @@
 //! is specified in FORMAT.md, section "Events".
 
 use super::events::{
-    tag, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind,
-    SessionKey,
+    tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
+    Registration, RegistrationKind, SessionKey,
 };
 use crate::model::{Agent, Status, StatusCause};
 use crate::time::Timestamp;
@@ -83,6 +83,7 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
         }
         EventKind::SessionClosed { key } => put_body(buf, &(key,)),
         EventKind::AgentImported(a) => put_body(buf, a.as_ref()),
+        EventKind::MessagesDropped { dropped, reason } => put_body(buf, &(dropped, reason)),
     }
 }
 
@@ -238,6 +239,10 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
             EventKind::SessionClosed { key }
         }
         tag::AGENT_IMPORTED => EventKind::AgentImported(Box::new(body::<Agent>(t, b)?)),
+        tag::MESSAGES_DROPPED => {
+            let (dropped, reason): (Vec<DroppedMessage>, DropReason) = body(t, b)?;
+            EventKind::MessagesDropped { dropped, reason }
+        }
         _ => unreachable!("decode_header rejects unknown tags"),
     };
     Ok(Event { at, kind })
@@ -323,8 +328,11 @@ impl SubjectFilter {
             return true;
         }
         match t {
-            // Recipient or parent: somewhere later in the body.
-            tag::MESSAGE_POSTED | tag::AGENT_REGISTERED => contains(b, &self.name),
+            // Recipient or parent (or a dropped message's sender or
+            // recipient): somewhere later in the body.
+            tag::MESSAGE_POSTED | tag::AGENT_REGISTERED | tag::MESSAGES_DROPPED => {
+                contains(b, &self.name)
+            }
             _ => false,
         }
     }
@@ -417,6 +425,14 @@ mod tests {
             },
             EventKind::SessionClosed { key },
             EventKind::AgentImported(Box::new(Agent::new("a1", "codex", "/", at))),
+            EventKind::MessagesDropped {
+                dropped: vec![DroppedMessage {
+                    id: 3,
+                    from: "a1".into(),
+                    to: None,
+                }],
+                reason: DropReason::Cap,
+            },
         ];
         kinds.into_iter().map(|kind| Event { at, kind }).collect()
     }
@@ -429,9 +445,11 @@ mod tests {
             let bytes = encode(&e);
             assert_eq!(bytes[0], e.kind.tag());
             assert_eq!(decode(&bytes).unwrap(), e);
+            // A drop record has no subject; it may concern a1 as a dropped
+            // message's sender, found by the body scan.
             assert_eq!(
                 f.may_match(&bytes),
-                e.kind.subject_agent() == Some("a1"),
+                e.kind.subject_agent() == Some("a1") || e.kind.concerns_agent("a1"),
                 "{e:?}"
             );
             assert!(!other.may_match(&bytes));

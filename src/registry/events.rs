@@ -28,8 +28,9 @@ pub mod tag {
     pub const SESSION_HEARTBEAT: u8 = 9;
     pub const SESSION_CLOSED: u8 = 10;
     pub const AGENT_IMPORTED: u8 = 11;
+    pub const MESSAGES_DROPPED: u8 = 12;
     /// The highest tag this build knows.
-    pub const MAX_KNOWN: u8 = 11;
+    pub const MAX_KNOWN: u8 = 12;
 
     /// The kind's name for a tag, for error messages.
     pub fn name(tag: u8) -> &'static str {
@@ -45,6 +46,7 @@ pub mod tag {
             SESSION_HEARTBEAT => "SessionHeartbeat",
             SESSION_CLOSED => "SessionClosed",
             AGENT_IMPORTED => "AgentImported",
+            MESSAGES_DROPPED => "MessagesDropped",
             _ => "unknown",
         }
     }
@@ -220,6 +222,14 @@ pub enum EventKind {
         reader: String,
         ids: Vec<Lsn>,
     },
+    /// Live messages removed before their time, and why: written in the
+    /// same batch as (and just before) the post that overflowed the cap, so
+    /// no drop is silent. Logs written before this event existed drop
+    /// through the fold's implicit cap instead; both fold the same.
+    MessagesDropped {
+        dropped: Vec<DroppedMessage>,
+        reason: DropReason,
+    },
     SessionOpened {
         key: SessionKey,
         ttl_ms: i64,
@@ -236,6 +246,32 @@ pub enum EventKind {
     AgentImported(Box<Agent>),
 }
 
+/// One message a [`EventKind::MessagesDropped`] removed: enough for the
+/// recipient (or every reader, for a broadcast) to learn what it lost and
+/// from whom, after the message itself is gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedMessage {
+    pub id: Lsn,
+    pub from: String,
+    /// `None` = a broadcast.
+    pub to: Option<String>,
+}
+
+/// Why live messages were dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DropReason {
+    /// The store's live-message cap: the oldest live messages make room.
+    Cap,
+}
+
+impl DropReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Cap => "message cap",
+        }
+    }
+}
+
 impl EventKind {
     pub const fn tag(&self) -> u8 {
         match self {
@@ -250,6 +286,7 @@ impl EventKind {
             EventKind::SessionHeartbeat { .. } => tag::SESSION_HEARTBEAT,
             EventKind::SessionClosed { .. } => tag::SESSION_CLOSED,
             EventKind::AgentImported(_) => tag::AGENT_IMPORTED,
+            EventKind::MessagesDropped { .. } => tag::MESSAGES_DROPPED,
         }
     }
 
@@ -267,7 +304,8 @@ impl EventKind {
             EventKind::AgentImported(a) => Some(&a.name),
             EventKind::SessionOpened { .. }
             | EventKind::SessionHeartbeat { .. }
-            | EventKind::SessionClosed { .. } => None,
+            | EventKind::SessionClosed { .. }
+            | EventKind::MessagesDropped { .. } => None,
         }
     }
 
@@ -281,6 +319,9 @@ impl EventKind {
         match self {
             EventKind::MessagePosted(m) => m.to.as_deref() == Some(agent),
             EventKind::AgentRegistered { reg, .. } => reg.parent.as_deref() == Some(agent),
+            EventKind::MessagesDropped { dropped, .. } => dropped
+                .iter()
+                .any(|d| d.from == agent || d.to.as_deref() == Some(agent)),
             _ => false,
         }
     }
@@ -291,6 +332,7 @@ impl EventKind {
         match self {
             EventKind::MessagePosted(_) => vec![lsn],
             EventKind::MessagesRead { ids, .. } => ids.clone(),
+            EventKind::MessagesDropped { dropped, .. } => dropped.iter().map(|d| d.id).collect(),
             _ => Vec::new(),
         }
     }

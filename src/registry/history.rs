@@ -34,9 +34,9 @@ pub enum Until {
     End,
     /// Records with LSN ≤ this.
     Lsn(Lsn),
-    /// The longest prefix of records whose event time is ≤ this (the fold
-    /// stops at the first later record, so the result is always a prefix
-    /// of the log, even when explicit event times are out of order).
+    /// Every record of the view whose event time is ≤ this, in log order:
+    /// a record stamped later is skipped alone, so one out-of-order stamp
+    /// never hides the records after it (FORMAT.md, "Event times").
     Time(Timestamp),
 }
 
@@ -62,7 +62,7 @@ pub fn fold_view(
                         source,
                     })?;
                 if at > t {
-                    break;
+                    continue;
                 }
             }
         }

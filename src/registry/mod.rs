@@ -20,8 +20,8 @@ pub use agents::AgentMap;
 pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
 pub use error::RegistryError;
 pub use events::{
-    tag, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind,
-    SessionKey,
+    tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
+    Registration, RegistrationKind, SessionKey,
 };
 pub use messages::{PostMessage, PostOutcome};
 pub use retention::{retention, Kept, Retention, RetentionPolicy};

@@ -13,7 +13,9 @@
 //! receipts of agents that are not kept are stripped from messages by
 //! [`State::retain`], so the fold of the compacted log equals the retained
 //! state (the `anomalies` counter aside: events dropped by compaction can no
-//! longer count as anomalies).
+//! longer count as anomalies). `MessagesDropped` records name messages that
+//! are gone, so they are never kept, and [`State::retain`] clears the drop
+//! tally with them: `stats` counts cap drops since the last compaction.
 
 use super::events::{Event, EventKind, Lsn, SessionKey};
 use super::state::State;
@@ -104,6 +106,9 @@ impl State {
         }
         self.sessions
             .retain(|k, _| !r.timed_out_sessions.contains(k));
+        // Drop events name messages that are gone, so compaction drops them
+        // too: the tally restarts with the compacted generation.
+        self.drops.clear();
         r
     }
 

@@ -8,11 +8,18 @@
 //! `max_messages` of them; expiry is judged by event times only (a post drops
 //! messages whose expiry is at or before the post's time). Sessions silent
 //! past their TTL are dropped whenever a session event is applied.
+//!
+//! Cap drops: a post that would overflow the cap is preceded in its batch by
+//! a `MessagesDropped` event naming the oldest live messages that make room,
+//! so the post itself then fits. Logs written before that event existed rely
+//! on the implicit cap in `apply_post`, which drops the same messages; both
+//! paths count every cap drop in [`State::drops`] by (recipient, sender).
 
 use super::agents::AgentMap;
 use super::codec::{self, DecodeError};
 use super::events::{
-    Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind, SessionKey,
+    DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration,
+    RegistrationKind, SessionKey,
 };
 use crate::model::{Agent, Priority, Privacy, Status, StatusCause};
 use crate::time::Timestamp;
@@ -78,6 +85,10 @@ pub struct State {
     pub(crate) sessions: BTreeMap<SessionKey, Session>,
     pub(crate) max_messages: usize,
     pub(crate) anomalies: u64,
+    /// Messages the cap dropped: recipient (`None` = broadcast) → sender →
+    /// count. Cumulative since the log's start (compaction keeps the drop
+    /// events of live agents' messages; see `retention.rs`).
+    pub(crate) drops: BTreeMap<Option<String>, BTreeMap<String, u64>>,
 }
 
 impl Default for State {
@@ -96,6 +107,7 @@ impl State {
             sessions: BTreeMap::new(),
             max_messages: max_messages.max(1),
             anomalies: 0,
+            drops: BTreeMap::new(),
         }
     }
 
@@ -128,6 +140,58 @@ impl State {
     /// Events that could not take effect (they named a missing agent, …).
     pub fn anomalies(&self) -> u64 {
         self.anomalies
+    }
+    /// Cap drops by recipient (`None` = broadcast), then sender.
+    pub fn drops(&self) -> &BTreeMap<Option<String>, BTreeMap<String, u64>> {
+        &self.drops
+    }
+    /// Total messages the cap dropped.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.values().flat_map(|by| by.values()).sum()
+    }
+    /// The cap drops `reader` learns of: those addressed to it and the
+    /// broadcasts, by sender (its own messages excluded).
+    pub fn drops_for(&self, reader: &str) -> BTreeMap<&str, u64> {
+        let mut out = BTreeMap::new();
+        for key in [Some(reader.to_string()), None] {
+            for (from, n) in self.drops.get(&key).into_iter().flatten() {
+                if from != reader {
+                    *out.entry(from.as_str()).or_insert(0) += n;
+                }
+            }
+        }
+        out
+    }
+
+    /// The oldest live messages a post at `at` must evict to respect the cap
+    /// (after expired ones, which the post drops anyway), as the event to
+    /// append just before the post; `None` when the post fits.
+    pub fn cap_drops(&self, at: Timestamp) -> Option<Event> {
+        let live = self.messages.iter().filter(|m| !m.is_expired(at));
+        let excess = (live.clone().count() + 1).saturating_sub(self.max_messages);
+        (excess > 0).then(|| Event {
+            at,
+            kind: EventKind::MessagesDropped {
+                dropped: live
+                    .take(excess)
+                    .map(|m| DroppedMessage {
+                        id: m.id,
+                        from: m.from.clone(),
+                        to: m.to.clone(),
+                    })
+                    .collect(),
+                reason: DropReason::Cap,
+            },
+        })
+    }
+
+    fn count_drop(&mut self, m: &Message) {
+        *self
+            .drops
+            .entry(m.to.clone())
+            .or_default()
+            .entry(m.from.clone())
+            .or_insert(0) += 1;
     }
 
     /// Folds one decoded event.
@@ -202,6 +266,17 @@ impl State {
                 self.sessions.remove(key);
             }
             EventKind::AgentImported(a) => self.agents.upsert(a.as_ref().clone()),
+            EventKind::MessagesDropped { dropped, .. } => {
+                // Ids already gone (expired, compacted) are not counted twice.
+                for d in dropped {
+                    if let Ok(i) = self.messages.binary_search_by_key(&d.id, |m| m.id) {
+                        if let Some(old) = self.messages.remove(i) {
+                            self.unindex(&old);
+                            self.count_drop(&old);
+                        }
+                    }
+                }
+            }
         }
     }
 
@@ -335,9 +410,11 @@ impl State {
             digest: m.digest,
             read_by: Vec::new(),
         });
+        // Only logs from before `MessagesDropped` overflow here.
         while self.messages.len() > self.max_messages {
             if let Some(old) = self.messages.pop_front() {
                 self.unindex(&old);
+                self.count_drop(&old);
             }
         }
     }

@@ -9,6 +9,9 @@
 //!    it is *attached to a transport / long-lived host*, else `exited`
 //!    "worker lease expired; register again before continuing"; cause
 //!    `lease_expired` (a heartbeat from the same pid revives either).
+//!    A `last_active` more than [`MAX_FUTURE_SKEW_MS`] after `now` proves
+//!    nothing (a stamp from a wrong clock or a forced `--at`): the lease
+//!    counts as expired, so no future stamp makes an agent immune.
 //!
 //! Transport-attached (decided from the seed, where agents registered
 //! through an MCP transport go idle rather than finished): `host_mode` is
@@ -18,7 +21,7 @@
 use super::events::{Event, EventKind};
 use super::state::State;
 use crate::model::{Agent, HostMode, Status, StatusCause};
-use crate::time::Timestamp;
+use crate::time::{Timestamp, MAX_FUTURE_SKEW_MS};
 
 pub const DEFAULT_LEASE_MS: i64 = 120_000;
 pub const MSG_LEASE_IDLE: &str = "no heartbeat within the lease";
@@ -157,7 +160,9 @@ pub fn sweep(
                 continue;
             }
         }
-        if a.status != Status::Idle && now.millis_since(a.last_active) > policy.lease_ms {
+        let lease_over = now.millis_since(a.last_active) > policy.lease_ms
+            || a.last_active.is_beyond(now, MAX_FUTURE_SKEW_MS);
+        if a.status != Status::Idle && lease_over {
             out.push(if is_transport_attached(a) {
                 change(
                     a,
