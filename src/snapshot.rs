@@ -21,8 +21,10 @@ use std::path::{Path, PathBuf};
 
 /// First bytes of every snapshot file.
 pub const MAGIC: [u8; 8] = *b"AGLSNAP\0";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this build writes and reads. 2: the agent list carries
+/// each row's registry-only fields (display name, transport client, last
+/// event LSN) after the rows; a version-1 file is skipped (the log refolds).
+pub const FORMAT_VERSION: u32 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 36;
 /// Offset of the crc32 field (the checksum covers the bytes before it + payload).

@@ -6,6 +6,8 @@ use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{reports, view, Usage};
 use agentlog::ops::{self, Flow, Point};
+use agentlog::registry::labels::AgentUpdate;
+use agentlog::registry::queries::AgentFilter;
 use agentlog::registry::{
     FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
 };
@@ -91,6 +93,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             applied(w, &ui, &a.name, lsn, "removed")?
         }
         Command::Post(a) => post(w, &ui, dir, a)?,
+        Command::Read(a) if super::agents::is_paged_or_waiting(&a) => {
+            super::agents::read(w, &ui, dir, a)?
+        }
         Command::Read(a) => read(w, &ui, dir, a)?,
         Command::Sessions(a) => sessions(w, &ui, dir, a)?,
         Command::Sweep(a) => sweep(w, &ui, dir, a)?,
@@ -101,6 +106,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compact(a) => reports::compact(w, &ui, dir, a)?,
         Command::Demo(_) | Command::Bench(_) => unreachable!("handled above"),
         Command::List(a) => list(w, &ui, dir, a)?,
+        Command::Show(a) => super::agents::show(w, &ui, dir, a)?,
+        Command::Presence(a) => super::agents::presence(w, &ui, dir, a)?,
         Command::Replay(a) => replay(w, &ui, dir, a)?,
         Command::Audit(a) => audit(w, &ui, dir, a)?,
         Command::Log(a) => dump(w, &ui, dir, a)?,
@@ -115,7 +122,7 @@ pub(super) type W<'a> = std::io::StdoutLock<'a>;
 
 /// Opens the store (taking the writer lock), runs `f`, and closes it
 /// (syncing what `f` appended).
-fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+pub(super) fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
     let store = ops::open_store(dir, false)?;
     let out = f(&store);
     let closed = store.close();
@@ -144,7 +151,10 @@ fn register(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Register) -> Result<ExitC
     reg.log_path = a.log_path;
     reg.host_mode = a.host_mode;
     reg.short_id = a.short_id.unwrap_or_default();
-    let (lsn, kind) = with_store(&dir, |s| Ok(s.register(reg, a.at.at)?))?;
+    let (lsn, kind) = with_store(&dir, |s| match a.transport_client {
+        Some(c) => Ok(s.register_via_transport(reg, c, a.at.at)?),
+        None => Ok(s.register(reg, a.at.at)?),
+    })?;
     let kind = match kind {
         RegistrationKind::New => "new",
         RegistrationKind::Renewal => "renewal",
@@ -176,8 +186,14 @@ fn update(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Update) -> Result<ExitCode>
         last_reconciled_at: a.last_reconciled_at.map(Some),
         ..FieldUpdates::default()
     };
-    let lsn = with_store(&dir, |s| Ok(s.update_fields(&a.name, fields, a.at.at)?))?;
-    applied(w, ui, &a.name, lsn, "updated")
+    let update = AgentUpdate {
+        fields,
+        display_name: a.display_name,
+        transport_client: a.transport_client,
+    };
+    let lsns = with_store(&dir, |s| Ok(s.update_agent(&a.name, update, a.at.at)?))?;
+    let last = lsns.last().copied().unwrap_or_default();
+    applied(w, ui, &a.name, last, "updated")
 }
 
 fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
@@ -205,11 +221,21 @@ fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
     let msgs = with_store(&dir, |s| {
         Ok(s.read_messages(&a.name, a.project_root.as_deref(), a.at.at)?)
     })?;
+    print_messages(w, ui, &a.name, &msgs)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn print_messages(
+    w: &mut W,
+    ui: &Ui,
+    name: &str,
+    msgs: &[agentlog::registry::Message],
+) -> std::io::Result<()> {
     if ui.json {
         let m: Vec<_> = msgs.iter().map(view::message).collect();
-        output::json(w, &json!({"agent": a.name, "messages": m}))?;
+        output::json(w, &json!({"agent": name, "messages": m}))
     } else if msgs.is_empty() {
-        writeln!(w, "no unread messages for `{}`", a.name)?;
+        writeln!(w, "no unread messages for `{name}`")
     } else {
         let rows: Vec<_> = msgs
             .iter()
@@ -229,9 +255,8 @@ fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
             w,
             &["ID", "POSTED", "FROM", "TO", "CATEGORY", "PRIORITY", "BODY"],
             &rows,
-        )?;
+        )
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn sessions(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sessions) -> Result<ExitCode> {
@@ -394,11 +419,13 @@ fn init(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
 
 fn list(w: &mut W, ui: &Ui, dir: PathBuf, a: args::List) -> Result<ExitCode> {
     let (state, _) = ops::current(&dir, &mut Bar::new(ui, "fold"))?;
-    let agents: Vec<_> = state
-        .agents()
-        .iter()
-        .filter(|ag| a.all || !ag.is_finished())
-        .collect();
+    let filter = AgentFilter {
+        include_finished: a.all,
+        status: a.status,
+        provider: a.provider,
+        project_root: a.project_root,
+    };
+    let agents: Vec<_> = state.agents_matching(&filter).collect();
     if ui.json {
         let rows: Vec<_> = agents.iter().map(|ag| view::agent(ag)).collect();
         output::json(w, &json!({"agents": rows}))?;

@@ -15,6 +15,7 @@
 pub mod audit;
 pub mod demo;
 pub mod describe;
+pub mod inbox;
 pub mod stats;
 
 use crate::log::{self, LogReader, Lsn, VerifyReport};
