@@ -162,6 +162,7 @@ pub fn show(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Show) -> Result<ExitCode>
     for (k, v) in fields {
         let text = match v {
             serde_json::Value::Null => "-".to_string(),
+            serde_json::Value::String(s) if s.is_empty() => "-".to_string(),
             serde_json::Value::String(s) => s.clone(),
             other => other.to_string(),
         };
