@@ -2,7 +2,8 @@
 //! where the store modules do not already offer exactly one: opening a store
 //! from its newest snapshot, snapshot, import, replay to a point, the raw
 //! event dump (and its follow mode), verify (checksums plus event decoding),
-//! audit with heartbeat runs collapsed, stats, and the demo.
+//! audit with heartbeat runs collapsed, stats, the demo, and (in `inbox`)
+//! waiting for mail by following the tail, describing one agent, presence.
 //!
 //! A store directory holds `log/` (the log engine's segments), `snapshots/`
 //! (checkpoints of the folded state) and, by default, the `registry.json`
