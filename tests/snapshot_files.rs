@@ -162,8 +162,17 @@ fn a_future_version_is_skipped_with_a_clear_reason() {
     );
     let msg = skipped[0].to_string();
     assert!(
-        msg.contains("format version 2 is newer than this build reads (1)"),
+        msg.contains(&format!(
+            "format version {} is newer than this build reads ({FORMAT_VERSION})",
+            FORMAT_VERSION + 1
+        )),
         "{msg}"
+    );
+    // Version 1 (before the registry-only row fields) is refolded, not misread.
+    std::fs::write(&newer.path, with_version(&good, 1)).unwrap();
+    assert_eq!(
+        newest(dir.path()).2,
+        vec![SkipReason::UnknownVersion { found: 1 }]
     );
     // Version 0 never existed.
     std::fs::write(&newer.path, with_version(&good, 0)).unwrap();
