@@ -60,7 +60,7 @@ fn codec_and_apply(c: &mut Criterion) {
     g.bench_function("apply_heartbeat_1k_agents", |b| {
         b.iter(|| {
             t = t.add_millis(1);
-            s.apply_heartbeat(t, black_box("agent-000500"), Some(1500));
+            s.apply_heartbeat(1, t, black_box("agent-000500"), Some(1500));
         })
     });
     for n in [1_000usize, 100_000] {
@@ -83,7 +83,7 @@ fn codec_and_apply(c: &mut Criterion) {
             b.iter(|| {
                 i = (i + 7919) % n;
                 t = t.add_millis(1);
-                s.apply_heartbeat(t, &names[i], Some(1000 + i as u32));
+                s.apply_heartbeat(1, t, &names[i], Some(1000 + i as u32));
             })
         });
     }

@@ -181,6 +181,56 @@ pub struct Agent {
     /// Keys newer v4 writers add (`spawned_by_session`, …) kept from an import
     /// as (key, JSON text) pairs; never exported.
     pub extra: Vec<(String, String)>,
+
+    // Registry-only fields below: no schema-v4 row has them, so they are never
+    // exported. They are left out of the row's own serde form on purpose (the
+    // `AgentImported` event body is that form, and its layout is frozen so old
+    // logs still read); `AgentMap` persists them beside the rows in snapshots.
+    /// A name for people (`update --display-name`); `name` stays the key.
+    #[serde(skip)]
+    pub display_name: Option<String>,
+    /// The client (editor, IDE) the agent is attached through, when it
+    /// registered through a transport such as an MCP server.
+    #[serde(skip)]
+    pub transport_client: Option<TransportClient>,
+    /// LSN of the last event that changed this row (registration, heartbeat,
+    /// status, fields, display name, transport, import); 0 = none yet.
+    #[serde(skip)]
+    pub last_event_lsn: u64,
+}
+
+/// The client an agent's transport serves, `NAME[/VERSION]` (e.g.
+/// `cursor/1.2.3`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransportClient {
+    pub name: String,
+    pub version: Option<String>,
+}
+
+impl TransportClient {
+    /// Parses `NAME[/VERSION]`, splitting at the first `/`; the parts are
+    /// validated by the command that records them.
+    pub fn parse(s: &str) -> TransportClient {
+        match s.split_once('/') {
+            Some((name, version)) => TransportClient {
+                name: name.to_string(),
+                version: Some(version.to_string()),
+            },
+            None => TransportClient {
+                name: s.to_string(),
+                version: None,
+            },
+        }
+    }
+}
+
+impl fmt::Display for TransportClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.version {
+            Some(v) => write!(f, "{}/{v}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
 }
 
 impl Agent {
@@ -217,6 +267,9 @@ impl Agent {
             cc_session_id: None,
             last_reconciled_at: None,
             extra: Vec::new(),
+            display_name: None,
+            transport_client: None,
+            last_event_lsn: 0,
         }
     }
 

@@ -21,7 +21,10 @@ use std::path::{Path, PathBuf};
 
 /// First bytes of every snapshot file.
 pub const MAGIC: [u8; 8] = *b"AGLSNAP\0";
-/// The format version this build writes and reads.
+/// The format version this build writes and reads. 2: the state carries the
+/// message-cap drop tally, and the agent list carries each row's
+/// registry-only fields (display name, transport client, last event LSN)
+/// after the rows; a version-1 file is skipped (the log refolds).
 pub const FORMAT_VERSION: u32 = 2;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 36;

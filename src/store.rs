@@ -30,6 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
+mod agents;
 mod checkpoint;
 mod compaction;
 pub mod config;
@@ -430,7 +431,7 @@ impl Store {
             let g = &mut *g;
             codec::encode_heartbeat_into(&mut g.buf, at, agent, pid);
             let lsn = self.core.log.append(&g.buf, Durability::Lazy)?;
-            g.state.apply_heartbeat_at(slot, at, pid);
+            g.state.apply_heartbeat_at(slot, lsn, at, pid);
             g.applied = lsn;
             self.after_append(lsn);
             lsn

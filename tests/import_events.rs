@@ -38,13 +38,19 @@ fn fixtures_fold_into_the_same_agents_and_export() {
         assert_eq!(state.anomalies(), 0, "{name}");
         let folded: Vec<_> = state.agents().iter().cloned().collect();
         assert_eq!(folded.len(), rows.len(), "{name}");
-        for (got, want) in folded.iter().zip(&rows) {
+        for (i, (got, want)) in folded.iter().zip(&rows).enumerate() {
             assert_eq!(got.created_at, want.created_at, "file's created_at kept");
+            assert_eq!(
+                got.last_event_lsn,
+                i as u64 + 1,
+                "the import is its last event"
+            );
             assert_eq!((got.registered_at, got.last_active), (at, at));
             assert_eq!(got.status_cause, StatusCause::Import);
             let mut same = got.clone();
             same.registered_at = want.registered_at;
             same.last_active = want.last_active;
+            same.last_event_lsn = want.last_event_lsn;
             assert_eq!(&same, want, "{name}: every field kept");
         }
         let opts = ExportOptions { strict: true };

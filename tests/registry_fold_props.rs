@@ -3,7 +3,7 @@
 //! serialization round-trips, and the compaction rule holds (folding only the
 //! events retention keeps gives the retained state).
 
-use agentlog::model::{HostMode, Status};
+use agentlog::model::{HostMode, Status, TransportClient};
 use agentlog::registry::*;
 use agentlog::time::Timestamp;
 use proptest::prelude::*;
@@ -59,6 +59,19 @@ enum Op {
     Advance {
         secs: u16,
     },
+    /// A registration through a transport: registration + client, one batch.
+    RegisterTransport {
+        name: usize,
+        pid: u32,
+        client: u8,
+    },
+    /// An `update` with labels: 0 display name, 1 clear it, 2 a transport
+    /// reconnect, 3 detach, 4 fields and display name and client together.
+    Label {
+        name: usize,
+        which: u8,
+        n: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -77,6 +90,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3, 0u8..3).prop_map(|(op, id)| Op::Session { op, id }),
         1 => (any::<u8>()).prop_map(|alive_mask| Op::Sweep { alive_mask }),
         2 => (0u16..400).prop_map(|secs| Op::Advance { secs }),
+        1 => (n.clone(), 1u32..4, 0u8..3).prop_map(|(name, pid, client)| Op::RegisterTransport { name, pid, client }),
+        2 => (n.clone(), 0u8..5, 0u8..3).prop_map(|(name, which, n)| Op::Label { name, which, n }),
     ]
 }
 
@@ -178,6 +193,55 @@ fn run(ops: &[Op], max_messages: usize) -> (State, Vec<Event>, Timestamp) {
                 out = sweep(&s, now, &SweepPolicy::default(), &probe);
             }
             Op::Advance { secs } => now = now.add_secs(i64::from(*secs)),
+            Op::RegisterTransport { name, pid, client } => {
+                let mut r = Registration::new(NAMES[*name], "claude", "/w");
+                r.pid = Some(*pid);
+                if let Ok(e) = s.check_register(r, now) {
+                    let c = TransportClient::parse(&format!("ide{client}/1.{client}"));
+                    out.push(e);
+                    out.extend(
+                        labels::transport_event(NAMES[*name], c, TransportCause::Registration, now)
+                            .ok(),
+                    );
+                }
+            }
+            Op::Label { name, which, n } => {
+                let agent = NAMES[*name];
+                let client = || TransportClient::parse(&format!("ide{n}/2.{n}"));
+                match which {
+                    0 => out.extend(
+                        s.check_display_name(agent, Some(format!("Name {n}")), now)
+                            .ok(),
+                    ),
+                    1 => out.extend(s.check_display_name(agent, None, now).ok()),
+                    2 => out.extend(
+                        s.check_transport_client(
+                            agent,
+                            Some(client()),
+                            TransportCause::Reconnect,
+                            now,
+                        )
+                        .ok(),
+                    ),
+                    3 => out.extend(
+                        s.check_transport_client(agent, None, TransportCause::Reconnect, now)
+                            .ok(),
+                    ),
+                    _ => {
+                        let update = labels::AgentUpdate {
+                            fields: FieldUpdates {
+                                log_path: Some(Some(format!("/l{n}"))),
+                                ..Default::default()
+                            },
+                            display_name: Some(format!("Both {n}")),
+                            transport_client: Some(client()),
+                        };
+                        if let Ok(evs) = s.check_agent_update(agent, update, now) {
+                            out.extend(evs);
+                        }
+                    }
+                }
+            }
         }
         for e in out {
             events.push(e.clone());

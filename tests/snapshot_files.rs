@@ -168,6 +168,12 @@ fn a_future_version_is_skipped_with_a_clear_reason() {
         )),
         "{msg}"
     );
+    // Version 1 (before the registry-only row fields) is refolded, not misread.
+    std::fs::write(&newer.path, with_version(&good, 1)).unwrap();
+    assert_eq!(
+        newest(dir.path()).2,
+        vec![SkipReason::UnknownVersion { found: 1 }]
+    );
     // Version 0 never existed.
     std::fs::write(&newer.path, with_version(&good, 0)).unwrap();
     assert_eq!(

@@ -3,10 +3,10 @@
 //! full fold (proptest), and a damaged newest snapshot falls back to an older
 //! one that still yields the full fold.
 
-use agentlog::model::{Agent, Priority, Privacy, Status, StatusCause};
+use agentlog::model::{Agent, Priority, Privacy, Status, StatusCause, TransportClient};
 use agentlog::registry::{
     Event, EventKind, FieldUpdates, PostedMessage, Registration, RegistrationKind, SessionKey,
-    State,
+    State, TransportCause,
 };
 use agentlog::snapshot;
 use agentlog::time::Timestamp;
@@ -68,6 +68,19 @@ fn arb_kind() -> impl Strategy<Value = EventKind> {
         ),
         (name.clone(), prop::collection::vec(1u64..40, 0..3))
             .prop_map(|(reader, ids)| EventKind::MessagesRead { reader, ids }),
+        (name.clone(), prop::option::of("[A-Z][a-z]{0,5}")).prop_map(|(agent, display_name)| {
+            EventKind::DisplayNameSet {
+                agent,
+                display_name,
+            }
+        }),
+        (name.clone(), prop::option::of("[a-z]{1,4}(/[0-9])?")).prop_map(|(agent, c)| {
+            EventKind::TransportClientSet {
+                agent,
+                client: c.as_deref().map(TransportClient::parse),
+                cause: TransportCause::Reconnect,
+            }
+        }),
         (name, any::<bool>()).prop_map(|(w, open)| {
             let key = SessionKey {
                 source: "mcp".into(),

@@ -3,7 +3,7 @@
 //! host modes) so a bad value is a usage error (exit 2) that names the value,
 //! before any store is opened.
 
-use agentlog::model::{HostMode, Priority, Privacy, Status};
+use agentlog::model::{HostMode, Priority, Privacy, Status, TransportClient};
 use agentlog::time::{Timestamp, MAX_FUTURE_SKEW_MS};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -11,6 +11,20 @@ use std::path::PathBuf;
 /// Parses a TIME argument (RFC 3339 UTC, e.g. `2026-11-30T12:00:00Z`).
 fn time(s: &str) -> Result<Timestamp, String> {
     Timestamp::parse_rfc3339(s).map_err(|e| e.to_string())
+}
+
+/// Parses `NAME[/VERSION]` (the parts are validated by the command).
+fn client(s: &str) -> Result<TransportClient, String> {
+    Ok(TransportClient::parse(s))
+}
+
+/// Parses a wait in seconds: finite, not negative.
+fn seconds(s: &str) -> Result<std::time::Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(v)
+        .map_err(|_| format!("`{s}` must be a finite, non-negative number of seconds"))
 }
 
 #[derive(Debug, Parser)]
@@ -62,6 +76,10 @@ pub enum Command {
     Sweep(Sweep),
     /// The current registry as a table
     List(List),
+    /// One agent: every field, life, unread and sent counts, last event LSN
+    Show(Show),
+    /// Exit 0 if an agent's transport is live (not finished, same process), else 1
+    Presence(Presence),
     /// The registry as it was at a time or LSN
     Replay(Replay),
     /// One agent's timeline, heartbeat runs collapsed
@@ -171,6 +189,9 @@ pub struct Register {
     pub host_mode: Option<HostMode>,
     #[arg(long, value_name = "S")]
     pub short_id: Option<String>,
+    /// The client (editor, IDE) the agent is attached through: NAME[/VERSION]
+    #[arg(long, value_name = "CLIENT", value_parser = client)]
+    pub transport_client: Option<TransportClient>,
     #[command(flatten)]
     pub at: At,
 }
@@ -223,6 +244,12 @@ pub struct Update {
     pub pid_start_time: Option<u64>,
     #[arg(long, value_name = "TIME", value_parser = time)]
     pub last_reconciled_at: Option<Timestamp>,
+    /// A name for people (shown by list, show and audit; not exported)
+    #[arg(long, value_name = "TEXT")]
+    pub display_name: Option<String>,
+    /// The transport's client reconnected: NAME[/VERSION]
+    #[arg(long, value_name = "CLIENT", value_parser = client)]
+    pub transport_client: Option<TransportClient>,
     #[command(flatten)]
     pub at: At,
 }
@@ -269,6 +296,16 @@ pub struct Read {
     pub name: String,
     #[arg(long, value_name = "P")]
     pub project_root: Option<String>,
+    /// Show unread messages oldest first up to this many bytes of one-line
+    /// rendering (at least one); the rest stay unread
+    #[arg(long, value_name = "BYTES")]
+    pub budget: Option<usize>,
+    /// Show at most N unread messages; the rest stay unread
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Block until there is unread mail or SECONDS pass (then exit 0, empty)
+    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    pub wait: Option<std::time::Duration>,
     #[command(flatten)]
     pub at: At,
 }
@@ -310,6 +347,33 @@ pub struct List {
     /// Include finished agents
     #[arg(long)]
     pub all: bool,
+    /// Only agents of this project (trailing slashes ignored)
+    #[arg(long, value_name = "P")]
+    pub project_root: Option<String>,
+    /// Only agents in this status (finished ones included when asked for)
+    #[arg(long, value_name = "S")]
+    pub status: Option<Status>,
+    /// Only agents of this provider
+    #[arg(long, value_name = "X")]
+    pub provider: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct Show {
+    pub name: String,
+    /// The time unread messages are judged at [default: $AGENTLOG_NOW, else the clock]
+    #[command(flatten)]
+    pub at: At,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["name", "any_transport"])))]
+pub struct Presence {
+    /// The agent to ask about
+    pub name: Option<String>,
+    /// Ask of every transport-attached agent: exit 0 if any is live
+    #[arg(long)]
+    pub any_transport: bool,
 }
 
 #[derive(Debug, Args)]

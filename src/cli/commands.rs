@@ -6,6 +6,8 @@ use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{reports, view, Usage};
 use agentlog::ops::{self, Flow, Point};
+use agentlog::registry::labels::AgentUpdate;
+use agentlog::registry::queries::AgentFilter;
 use agentlog::registry::{
     FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
 };
@@ -95,6 +97,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             applied(w, &ui, &a.name, lsn, "removed")?
         }
         Command::Post(a) => post(w, &ui, dir, a)?,
+        Command::Read(a) if super::agents::is_paged_or_waiting(&a) => {
+            super::agents::read(w, &ui, dir, a)?
+        }
         Command::Read(a) => read(w, &ui, dir, a)?,
         Command::Sessions(a) => sessions(w, &ui, dir, a)?,
         Command::Sweep(a) => sweep(w, &ui, dir, a)?,
@@ -105,6 +110,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compact(a) => reports::compact(w, &ui, dir, a)?,
         Command::Demo(_) | Command::Bench(_) => unreachable!("handled above"),
         Command::List(a) => list(w, &ui, dir, a)?,
+        Command::Show(a) => super::agents::show(w, &ui, dir, a)?,
+        Command::Presence(a) => super::agents::presence(w, &ui, dir, a)?,
         Command::Replay(a) => replay(w, &ui, dir, a)?,
         Command::Audit(a) => audit(w, &ui, dir, a)?,
         Command::Log(a) => dump(w, &ui, dir, a)?,
@@ -152,7 +159,7 @@ pub(super) type W<'a> = output::Out<'a>;
 
 /// Opens the store (taking the writer lock), runs `f`, and closes it
 /// (syncing what `f` appended).
-fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+pub(super) fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
     let store = ops::open_store(dir, false)?;
     let out = f(&store);
     let closed = store.close();
@@ -182,7 +189,10 @@ fn register(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Register) -> Result<ExitC
     reg.host_mode = a.host_mode;
     reg.short_id = a.short_id.unwrap_or_default();
     let at = a.at.checked()?;
-    let (lsn, kind) = with_store(&dir, |s| Ok(s.register(reg, at)?))?;
+    let (lsn, kind) = with_store(&dir, |s| match a.transport_client {
+        Some(c) => Ok(s.register_via_transport(reg, c, at)?),
+        None => Ok(s.register(reg, at)?),
+    })?;
     let kind = match kind {
         RegistrationKind::New => "new",
         RegistrationKind::Renewal => "renewal",
@@ -215,8 +225,14 @@ fn update(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Update) -> Result<ExitCode>
         ..FieldUpdates::default()
     };
     let at = a.at.checked()?;
-    let lsn = with_store(&dir, |s| Ok(s.update_fields(&a.name, fields, at)?))?;
-    applied(w, ui, &a.name, lsn, "updated")
+    let update = AgentUpdate {
+        fields,
+        display_name: a.display_name,
+        transport_client: a.transport_client,
+    };
+    let lsns = with_store(&dir, |s| Ok(s.update_agent(&a.name, update, at)?))?;
+    let last = lsns.last().copied().unwrap_or_default();
+    applied(w, ui, &a.name, last, "updated")
 }
 
 fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
@@ -277,7 +293,7 @@ fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_messages(
+pub(super) fn print_messages(
     w: &mut W,
     ui: &Ui,
     name: &str,
@@ -491,11 +507,13 @@ fn init(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Init) -> Result<ExitCode> {
 
 fn list(w: &mut W, ui: &Ui, dir: PathBuf, a: args::List) -> Result<ExitCode> {
     let (state, _) = ops::current(&dir, &mut Bar::new(ui, "fold"))?;
-    let agents: Vec<_> = state
-        .agents()
-        .iter()
-        .filter(|ag| a.all || !ag.is_finished())
-        .collect();
+    let filter = AgentFilter {
+        include_finished: a.all,
+        status: a.status,
+        provider: a.provider,
+        project_root: a.project_root,
+    };
+    let agents: Vec<_> = state.agents_matching(&filter).collect();
     if ui.json {
         let rows: Vec<_> = agents.iter().map(|ag| view::agent(ag)).collect();
         output::json(w, &json!({"agents": rows}))?;

@@ -3,6 +3,7 @@
 //! 0 success, 1 a refused command or damage found, 2 usage. Every error is one
 //! line on stderr, `agentlog: <what was wrong>`; bad input never panics.
 
+mod agents;
 pub mod args;
 mod bench;
 mod commands;

@@ -44,12 +44,16 @@ pub fn agent(a: &Agent) -> Value {
         "mcp_channel_id": a.mcp_channel_id,
         "last_message_at": opt_time(a.last_message_at),
         "last_reconciled_at": opt_time(a.last_reconciled_at),
+        "display_name": a.display_name,
+        "transport_client": a.transport_client.as_ref().map(|c| c.to_string()),
+        "last_event_lsn": a.last_event_lsn,
     })
 }
 
 /// The registry table's columns.
-pub const AGENT_HEADERS: [&str; 6] = [
+pub const AGENT_HEADERS: [&str; 7] = [
     "NAME",
+    "DISPLAY NAME",
     "PROVIDER",
     "STATUS",
     "LAST ACTIVE",
@@ -60,6 +64,11 @@ pub const AGENT_HEADERS: [&str; 6] = [
 pub fn agent_row(a: &Agent) -> Vec<String> {
     vec![
         a.name.clone(),
+        super::output::or_dash(
+            a.display_name
+                .as_deref()
+                .map(|d| super::output::clip(d, 32)),
+        ),
         a.provider.clone(),
         a.status.to_string(),
         a.last_active.to_string(),

@@ -285,6 +285,21 @@ impl LogReader {
         self.torn.as_ref()
     }
 
+    /// A cheap test for new data, for followers that poll: whether the
+    /// newest segment holds a nonzero byte past what the reader has shown
+    /// (a record, or a seal footer before a rotation), or is full. It reads
+    /// only the mapped bytes — no system call — so it can run every few
+    /// milliseconds; call [`LogReader::refresh`] when it says yes. (inotify
+    /// cannot do this: writes through a shared mapping raise no events.)
+    pub fn tail_moved(&self) -> bool {
+        let Some(s) = self.segs.last() else {
+            return true;
+        };
+        let len = s.map.len();
+        let end = s.end();
+        end >= len || s.map.bytes(len)[end] != 0
+    }
+
     /// The compacted generation the reader is on.
     pub fn generation(&self) -> u64 {
         self.generation

@@ -3,7 +3,7 @@
 //! agent when given (a message it received reads "received", not "posted").
 
 use crate::model::StatusCause;
-use crate::registry::{EventKind, Lsn, RegistrationKind};
+use crate::registry::{EventKind, Lsn, RegistrationKind, TransportCause};
 
 /// What happened, and why when the event records a reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +145,41 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
                 "imported `{}` provider={} status={}",
                 a.name, a.provider, a.status
             )
+        }
+        EventKind::DisplayNameSet {
+            agent,
+            display_name,
+        } => {
+            why = Some("set by command; not exported".to_string());
+            let change = match display_name {
+                Some(d) => format!("display name → \"{}\"", clip(d, 60)),
+                None => "display name cleared".to_string(),
+            };
+            match viewer {
+                Some(_) => change,
+                None => format!("`{agent}` {change}"),
+            }
+        }
+        EventKind::TransportClientSet {
+            agent,
+            client,
+            cause,
+        } => {
+            why = Some(
+                match cause {
+                    TransportCause::Registration => "attached at registration",
+                    TransportCause::Reconnect => "client reconnected",
+                }
+                .to_string(),
+            );
+            let change = match client {
+                Some(c) => format!("transport client → {}", clip(&c.to_string(), 60)),
+                None => "transport detached".to_string(),
+            };
+            match viewer {
+                Some(_) => change,
+                None => format!("`{agent}` {change}"),
+            }
         }
     };
     Description { what, why }

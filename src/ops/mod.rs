@@ -2,7 +2,8 @@
 //! where the store modules do not already offer exactly one: opening a store
 //! from its newest snapshot, snapshot, import, replay to a point, the raw
 //! event dump (and its follow mode), verify (checksums plus event decoding),
-//! audit with heartbeat runs collapsed, stats, and the demo.
+//! audit with heartbeat runs collapsed, stats, the demo, and (in `inbox`)
+//! waiting for mail by following the tail, describing one agent, presence.
 //!
 //! The store directory's files are named by [`crate::layout`]. Invariants:
 //! read-only operations (`current`, `replay`, `dump`, `verify`, `audit`,
@@ -16,6 +17,7 @@
 pub mod audit;
 pub mod demo;
 pub mod describe;
+pub mod inbox;
 pub mod stats;
 
 use crate::layout::StoreLayout;

@@ -9,10 +9,12 @@
 //! changes go through [`AgentMap::update`], which refreshes `hot`.
 //! Lookups hash the name with FxHash plus a finalizer (names are short,
 //! trusted-size keys; no DoS concern inside one process). Removal is O(n) — rare next to the
-//! heartbeats that only look up. Serialized as the ordered list of rows; the
-//! index is rebuilt on load.
+//! heartbeats that only look up. Serialized as the ordered list of rows
+//! followed by the registry-only fields of each row (display name, transport
+//! client, last event LSN: the row's own serde form leaves them out, see
+//! `model::Agent`); the index is rebuilt on load.
 
-use crate::model::{Agent, Status, StatusCause};
+use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashMap;
@@ -128,12 +130,13 @@ impl AgentMap {
             self.hot[position] = Hot::of(a);
         }
     }
-    /// Sets `last_active` of the agent at `position` (a heartbeat's only
-    /// write to the row).
+    /// Sets `last_active` and `last_event_lsn` of the agent at `position`
+    /// (a heartbeat's only writes to the row).
     #[inline]
-    pub fn touch(&mut self, position: usize, at: Timestamp) {
+    pub fn touch(&mut self, position: usize, at: Timestamp, lsn: u64) {
         if let Some(a) = self.rows.get_mut(position) {
             a.last_active = at;
+            a.last_event_lsn = lsn;
         }
     }
     /// Position of `name` in registration order.
@@ -212,15 +215,44 @@ impl std::fmt::Debug for AgentMap {
     }
 }
 
+/// The registry-only fields of one row, as a snapshot stores them.
+#[derive(Serialize, Deserialize)]
+struct RowLocal {
+    display_name: Option<String>,
+    transport_client: Option<TransportClient>,
+    last_event_lsn: u64,
+}
+
 impl Serialize for AgentMap {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.rows.serialize(s)
+        let locals: Vec<RowLocal> = self
+            .rows
+            .iter()
+            .map(|a| RowLocal {
+                display_name: a.display_name.clone(),
+                transport_client: a.transport_client.clone(),
+                last_event_lsn: a.last_event_lsn,
+            })
+            .collect();
+        (&self.rows, locals).serialize(s)
     }
 }
 
 impl<'de> Deserialize<'de> for AgentMap {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let rows = Vec::<Agent>::deserialize(d)?;
+        let (mut rows, locals) = <(Vec<Agent>, Vec<RowLocal>)>::deserialize(d)?;
+        if locals.len() != rows.len() {
+            return Err(serde::de::Error::custom(format!(
+                "{} agent rows but {} registry-only field sets",
+                rows.len(),
+                locals.len()
+            )));
+        }
+        for (a, l) in rows.iter_mut().zip(locals) {
+            a.display_name = l.display_name;
+            a.transport_client = l.transport_client;
+            a.last_event_lsn = l.last_event_lsn;
+        }
         let mut m = AgentMap {
             rows,
             hot: Vec::new(),
@@ -294,6 +326,19 @@ mod tests {
             bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
         assert_eq!(back, m);
         assert_eq!(back.get("d").unwrap().name, "d");
+        // The registry-only fields survive a snapshot round trip.
+        let mut with_local = m.clone();
+        with_local.update("c", |a| {
+            a.display_name = Some("Cee".into());
+            a.transport_client = Some(TransportClient::parse("zed/0.1"));
+            a.last_event_lsn = 7;
+        });
+        let bytes =
+            bincode::serde::encode_to_vec(&with_local, bincode::config::standard()).unwrap();
+        let (back, _): (AgentMap, _) =
+            bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
+        assert_eq!(back, with_local);
+        assert_eq!(back.get("c").unwrap().last_event_lsn, 7);
         assert_eq!(back.hot, m.hot);
     }
 }

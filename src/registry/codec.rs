@@ -11,9 +11,9 @@
 
 use super::events::{
     tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
-    Registration, RegistrationKind, SessionKey,
+    Registration, RegistrationKind, SessionKey, TransportCause,
 };
-use crate::model::{Agent, Status, StatusCause};
+use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -84,6 +84,15 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
         EventKind::SessionClosed { key } => put_body(buf, &(key,)),
         EventKind::AgentImported(a) => put_body(buf, a.as_ref()),
         EventKind::MessagesDropped { dropped, reason } => put_body(buf, &(dropped, reason)),
+        EventKind::DisplayNameSet {
+            agent,
+            display_name,
+        } => put_body(buf, &(agent, display_name)),
+        EventKind::TransportClientSet {
+            agent,
+            client,
+            cause,
+        } => put_body(buf, &(agent, client, cause)),
     }
 }
 
@@ -151,7 +160,7 @@ pub fn decode_header(payload: &[u8]) -> Result<(u8, Timestamp), DecodeError> {
     if t == 0 {
         return Err(DecodeError::ZeroTag);
     }
-    if t > tag::MAX_KNOWN {
+    if !tag::is_known(t) {
         return Err(DecodeError::UnknownTag {
             tag: t,
             max: tag::MAX_KNOWN,
@@ -242,6 +251,21 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
         tag::MESSAGES_DROPPED => {
             let (dropped, reason): (Vec<DroppedMessage>, DropReason) = body(t, b)?;
             EventKind::MessagesDropped { dropped, reason }
+        tag::DISPLAY_NAME_SET => {
+            let (agent, display_name): (String, Option<String>) = body(t, b)?;
+            EventKind::DisplayNameSet {
+                agent,
+                display_name,
+            }
+        }
+        tag::TRANSPORT_CLIENT_SET => {
+            let (agent, client, cause): (String, Option<TransportClient>, TransportCause) =
+                body(t, b)?;
+            EventKind::TransportClientSet {
+                agent,
+                client,
+                cause,
+            }
         }
         _ => unreachable!("decode_header rejects unknown tags"),
     };
@@ -320,7 +344,7 @@ impl SubjectFilter {
         let Some(&t) = payload.first() else {
             return true;
         };
-        if t == 0 || t > tag::MAX_KNOWN || payload.len() < HEADER_LEN {
+        if !tag::is_known(t) || payload.len() < HEADER_LEN {
             return true;
         }
         let b = &payload[HEADER_LEN..];
@@ -432,6 +456,23 @@ mod tests {
                     to: None,
                 }],
                 reason: DropReason::Cap,
+            EventKind::DisplayNameSet {
+                agent: "a1".into(),
+                display_name: Some("Reviewer ✓".into()),
+            },
+            EventKind::DisplayNameSet {
+                agent: "a1".into(),
+                display_name: None,
+            },
+            EventKind::TransportClientSet {
+                agent: "a1".into(),
+                client: Some(TransportClient::parse("cursor/1.2")),
+                cause: TransportCause::Reconnect,
+            },
+            EventKind::TransportClientSet {
+                agent: "a1".into(),
+                client: None,
+                cause: TransportCause::Registration,
             },
         ];
         kinds.into_iter().map(|kind| Event { at, kind }).collect()
@@ -454,6 +495,21 @@ mod tests {
             );
             assert!(!other.may_match(&bytes));
         }
+    }
+
+    #[test]
+    fn display_name_bytes_match_the_format_document() {
+        let e = Event {
+            at: Timestamp(5),
+            kind: EventKind::DisplayNameSet {
+                agent: "a1".into(),
+                display_name: Some("Rev".into()),
+            },
+        };
+        let want = [
+            13, 5, 0, 0, 0, 0, 0, 0, 0, 2, b'a', b'1', 1, 3, b'R', b'e', b'v',
+        ];
+        assert_eq!(encode(&e), want);
     }
 
     #[test]

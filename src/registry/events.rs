@@ -8,7 +8,7 @@
 //! the first body field so a history scan can filter records by comparing
 //! bytes before decoding (see `codec.rs`).
 
-use crate::model::{Agent, HostMode, Priority, Privacy, Status, StatusCause};
+use crate::model::{Agent, HostMode, Priority, Privacy, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -29,8 +29,16 @@ pub mod tag {
     pub const SESSION_CLOSED: u8 = 10;
     pub const AGENT_IMPORTED: u8 = 11;
     pub const MESSAGES_DROPPED: u8 = 12;
+    pub const DISPLAY_NAME_SET: u8 = 13;
+    pub const TRANSPORT_CLIENT_SET: u8 = 14;
     /// The highest tag this build knows.
-    pub const MAX_KNOWN: u8 = 12;
+    pub const MAX_KNOWN: u8 = 14;
+
+    /// Whether this build can decode `tag` (tags 1..=MAX_KNOWN today; a
+    /// reserved, never-written tag would make a gap).
+    pub const fn is_known(tag: u8) -> bool {
+        matches!(tag, AGENT_REGISTERED..=TRANSPORT_CLIENT_SET)
+    }
 
     /// The kind's name for a tag, for error messages.
     pub fn name(tag: u8) -> &'static str {
@@ -47,6 +55,8 @@ pub mod tag {
             SESSION_CLOSED => "SessionClosed",
             AGENT_IMPORTED => "AgentImported",
             MESSAGES_DROPPED => "MessagesDropped",
+            DISPLAY_NAME_SET => "DisplayNameSet",
+            TRANSPORT_CLIENT_SET => "TransportClientSet",
             _ => "unknown",
         }
     }
@@ -63,6 +73,8 @@ pub mod tag {
                 | MESSAGE_POSTED
                 | MESSAGES_READ
                 | AGENT_IMPORTED
+                | DISPLAY_NAME_SET
+                | TRANSPORT_CLIENT_SET
         )
     }
 }
@@ -192,6 +204,14 @@ pub struct SessionKey {
     pub session_id: String,
 }
 
+/// Why a transport client was recorded: the registration that attached the
+/// agent, or a later reconnect of the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TransportCause {
+    Registration,
+    Reconnect,
+}
+
 /// What happened. Variant order is irrelevant to the format (tags are
 /// explicit); see [`EventKind::tag`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -244,6 +264,17 @@ pub enum EventKind {
     /// A whole row brought in from a schema-v4 `registry.json` (or another
     /// store): replaces any agent of that name.
     AgentImported(Box<Agent>),
+    /// A name for people; `None` clears it. Not part of the v4 export.
+    DisplayNameSet {
+        agent: String,
+        display_name: Option<String>,
+    },
+    /// The client the agent's transport serves; `None` detaches it.
+    TransportClientSet {
+        agent: String,
+        client: Option<TransportClient>,
+        cause: TransportCause,
+    },
 }
 
 /// One message a [`EventKind::MessagesDropped`] removed: enough for the
@@ -287,6 +318,8 @@ impl EventKind {
             EventKind::SessionClosed { .. } => tag::SESSION_CLOSED,
             EventKind::AgentImported(_) => tag::AGENT_IMPORTED,
             EventKind::MessagesDropped { .. } => tag::MESSAGES_DROPPED,
+            EventKind::DisplayNameSet { .. } => tag::DISPLAY_NAME_SET,
+            EventKind::TransportClientSet { .. } => tag::TRANSPORT_CLIENT_SET,
         }
     }
 
@@ -298,7 +331,9 @@ impl EventKind {
             EventKind::Heartbeat { agent, .. }
             | EventKind::StatusChanged { agent, .. }
             | EventKind::FieldsUpdated { agent, .. }
-            | EventKind::AgentRemoved { agent } => Some(agent),
+            | EventKind::AgentRemoved { agent }
+            | EventKind::DisplayNameSet { agent, .. }
+            | EventKind::TransportClientSet { agent, .. } => Some(agent),
             EventKind::MessagePosted(m) => Some(&m.from),
             EventKind::MessagesRead { reader, .. } => Some(reader),
             EventKind::AgentImported(a) => Some(&a.name),

@@ -10,7 +10,9 @@ pub mod commands;
 pub mod error;
 pub mod events;
 pub mod history;
+pub mod labels;
 pub mod messages;
+pub mod queries;
 pub mod retention;
 pub mod sessions;
 pub mod state;
@@ -21,7 +23,7 @@ pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
 pub use error::RegistryError;
 pub use events::{
     tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
-    Registration, RegistrationKind, SessionKey,
+    Registration, RegistrationKind, SessionKey, TransportCause,
 };
 pub use messages::{PostMessage, PostOutcome};
 pub use retention::{retention, Kept, Retention, RetentionPolicy};

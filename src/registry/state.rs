@@ -198,8 +198,10 @@ impl State {
     pub fn apply(&mut self, lsn: Lsn, event: &Event) {
         let at = event.at;
         match &event.kind {
-            EventKind::AgentRegistered { reg, kind } => self.apply_registration(at, reg, *kind),
-            EventKind::Heartbeat { agent, pid } => self.apply_heartbeat(at, agent, *pid),
+            EventKind::AgentRegistered { reg, kind } => {
+                self.apply_registration(lsn, at, reg, *kind)
+            }
+            EventKind::Heartbeat { agent, pid } => self.apply_heartbeat(lsn, at, agent, *pid),
             EventKind::StatusChanged {
                 agent,
                 status,
@@ -207,6 +209,7 @@ impl State {
                 cause,
             } => {
                 let found = self.agents.update(agent, |a| {
+                    a.last_event_lsn = lsn;
                     a.status = *status;
                     a.status_message.clone_from(message);
                     a.status_cause = *cause;
@@ -220,7 +223,11 @@ impl State {
                 }
             }
             EventKind::FieldsUpdated { agent, fields } => {
-                if !self.agents.update(agent, |a| apply_fields(a, fields)) {
+                let found = self.agents.update(agent, |a| {
+                    a.last_event_lsn = lsn;
+                    apply_fields(a, fields);
+                });
+                if !found {
                     self.anomalies += 1;
                 }
             }
@@ -265,7 +272,36 @@ impl State {
                 self.prune_sessions(at);
                 self.sessions.remove(key);
             }
-            EventKind::AgentImported(a) => self.agents.upsert(a.as_ref().clone()),
+            EventKind::AgentImported(a) => {
+                // The logged row has no registry-only fields (see
+                // `model::Agent`): clear them so the live fold equals a replay.
+                let mut row = a.as_ref().clone();
+                row.display_name = None;
+                row.transport_client = None;
+                row.last_event_lsn = lsn;
+                self.agents.upsert(row);
+            }
+            EventKind::DisplayNameSet {
+                agent,
+                display_name,
+            } => {
+                let found = self.agents.update(agent, |a| {
+                    a.last_event_lsn = lsn;
+                    a.display_name.clone_from(display_name);
+                });
+                if !found {
+                    self.anomalies += 1;
+                }
+            }
+            EventKind::TransportClientSet { agent, client, .. } => {
+                let found = self.agents.update(agent, |a| {
+                    a.last_event_lsn = lsn;
+                    a.transport_client.clone_from(client);
+                });
+                if !found {
+                    self.anomalies += 1;
+                }
+            }
             EventKind::MessagesDropped { dropped, .. } => {
                 // Ids already gone (expired, compacted) are not counted twice.
                 for d in dropped {
@@ -283,7 +319,7 @@ impl State {
     /// Folds one record payload; heartbeats take an allocation-free path.
     pub fn apply_payload(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), DecodeError> {
         if let Some(hb) = codec::decode_heartbeat(payload)? {
-            self.apply_heartbeat(hb.at, hb.agent, hb.pid);
+            self.apply_heartbeat(lsn, hb.at, hb.agent, hb.pid);
             return Ok(());
         }
         let event = codec::decode(payload)?;
@@ -291,20 +327,21 @@ impl State {
         Ok(())
     }
 
-    /// A heartbeat: one lookup, no allocation.
+    /// A heartbeat recorded at `lsn`: one lookup, no allocation.
     #[inline]
-    pub fn apply_heartbeat(&mut self, at: Timestamp, agent: &str, pid: Option<u32>) {
+    pub fn apply_heartbeat(&mut self, lsn: Lsn, at: Timestamp, agent: &str, pid: Option<u32>) {
         match self.agents.position(agent) {
-            Some(slot) => self.apply_heartbeat_at(slot, at, pid),
+            Some(slot) => self.apply_heartbeat_at(slot, lsn, at, pid),
             None => self.anomalies += 1,
         }
     }
 
     /// A heartbeat of the agent at `slot` (its registration-order position,
     /// as returned by `check_heartbeat`): reads only the dense hot fields,
-    /// writes only `last_active` (and the status on a revival).
+    /// writes only `last_active` and `last_event_lsn` (and the status on a
+    /// revival).
     #[inline]
-    pub fn apply_heartbeat_at(&mut self, slot: usize, at: Timestamp, pid: Option<u32>) {
+    pub fn apply_heartbeat_at(&mut self, slot: usize, lsn: Lsn, at: Timestamp, pid: Option<u32>) {
         let Some(h) = self.agents.hot(slot) else {
             self.anomalies += 1;
             return;
@@ -327,7 +364,7 @@ impl State {
                 a.status_cause = StatusCause::Command;
             });
         }
-        self.agents.touch(slot, at);
+        self.agents.touch(slot, at, lsn);
     }
 
     /// What a registration of `name` would be now.
@@ -339,7 +376,13 @@ impl State {
         }
     }
 
-    fn apply_registration(&mut self, at: Timestamp, reg: &Registration, logged: RegistrationKind) {
+    fn apply_registration(
+        &mut self,
+        lsn: Lsn,
+        at: Timestamp,
+        reg: &Registration,
+        logged: RegistrationKind,
+    ) {
         let kind = self.registration_kind(&reg.name);
         if kind != logged {
             self.anomalies += 1;
@@ -381,6 +424,7 @@ impl State {
         row.status_message = None;
         row.status_cause = StatusCause::Command;
         row.last_active = at;
+        row.last_event_lsn = lsn;
         self.agents.upsert(row);
     }
 

@@ -14,7 +14,8 @@
 //!    counts as expired, so no future stamp makes an agent immune.
 //!
 //! Transport-attached (decided from the seed, where agents registered
-//! through an MCP transport go idle rather than finished): `host_mode` is
+//! through an MCP transport go idle rather than finished): a transport client
+//! is recorded (`register --transport-client`), or `host_mode` is
 //! `interactive`, or an `mcp_channel_id` is recorded, or `agent_type` is
 //! `mcp`.
 
@@ -114,7 +115,8 @@ impl Default for SweepPolicy {
 
 /// Whether the agent is attached to a transport / long-lived host.
 pub fn is_transport_attached(a: &Agent) -> bool {
-    a.host_mode == Some(HostMode::Interactive)
+    a.transport_client.is_some()
+        || a.host_mode == Some(HostMode::Interactive)
         || a.mcp_channel_id.is_some()
         || a.agent_type.as_deref() == Some("mcp")
 }

@@ -1,0 +1,87 @@
+//! Wake latency of `read --wait` without a daemon (issue 16): how long after
+//! a post is appended a waiter following the log's tail sees the mail.
+//!
+//! Each iteration starts a waiter thread (`ops::inbox::wait_for_unread`,
+//! read-only, as the CLI uses it), waits until it reports that it is
+//! blocked, posts from the store, and measures from the post's return to the
+//! waiter's return; the message is then marked read for the next round. The
+//! figure is bounded by the idle poll interval (1 ms doubling to 8 ms), so
+//! it is measured both at once and after the waiter idled for 50 ms.
+//!
+//! Run: `cargo bench --bench wake`.
+
+use agentlog::log::Durability;
+use agentlog::ops::inbox::{wait_for_unread, Waited};
+use agentlog::registry::{PostMessage, Registration};
+use agentlog::store::{Store, StoreOptions};
+use agentlog::time::Timestamp;
+use criterion::{criterion_group, criterion_main, Criterion};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const T0: Timestamp = Timestamp(1_796_040_000_000);
+
+fn wake(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let store = Store::open(
+        &dir,
+        StoreOptions {
+            command_durability: Durability::Lazy,
+            snapshot_every_events: 0,
+            snapshot_every_secs: 0,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for name in ["a", "b"] {
+        store
+            .register(Registration::new(name, "claude", "/w"), Some(T0))
+            .unwrap();
+    }
+    let now = T0.add_secs(60);
+    let mut g = c.benchmark_group("read_wait");
+    g.sample_size(30);
+    g.measurement_time(Duration::from_secs(10));
+    // Posting at once meets the waiter at its 1 ms polls; after 50 ms idle it
+    // has backed off to its 8 ms polls (the steady state of a long wait).
+    for idle_ms in [0u64, 50] {
+        g.bench_function(format!("wake_after_post_idle_{idle_ms}ms"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let (blocked_tx, blocked_rx) = mpsc::channel();
+                    let waiter_dir = dir.clone();
+                    let waiter = std::thread::spawn(move || {
+                        let got = wait_for_unread(
+                            &waiter_dir,
+                            "b",
+                            None,
+                            Some(now),
+                            Duration::from_secs(30),
+                            || blocked_tx.send(()).unwrap(),
+                        )
+                        .unwrap();
+                        (got, Instant::now())
+                    });
+                    blocked_rx.recv().unwrap();
+                    std::thread::sleep(Duration::from_millis(idle_ms));
+                    let id = store
+                        .post_message(PostMessage::new("a", Some("b"), "note", "wake"), Some(now))
+                        .unwrap();
+                    let posted = Instant::now();
+                    let (got, woke) = waiter.join().unwrap();
+                    assert!(matches!(got, Waited::Mail { .. }));
+                    total += woke.saturating_duration_since(posted);
+                    store.mark_read("b", &[id], Some(now)).unwrap();
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+    drop(store);
+}
+
+criterion_group!(benches, wake);
+criterion_main!(benches);
