@@ -9,8 +9,8 @@
 //! and sleeps 1 ms doubling to 8 ms between idle polls. It never rereads the
 //! registry in a loop, unlike the seed's mtime polling of `registry.json`.
 
-use super::{current, newest_snapshot, reader, Result};
-use crate::log::LogReader;
+use super::{current, read_only, Result};
+use crate::store::ReadOnlyStore;
 use crate::registry::history::{self, Until};
 use crate::registry::queries::{presence, AgentSummary, Presence};
 use crate::registry::sweep::is_transport_attached;
@@ -38,30 +38,29 @@ pub enum Waited {
 
 /// The registry folded so far and the reader that follows the log.
 struct Follower {
-    reader: LogReader,
+    store: ReadOnlyStore,
     state: State,
     applied: Lsn,
 }
 
 impl Follower {
     fn open(dir: &Path) -> Result<Follower> {
-        // As `current` does, keeping the reader to follow the tail with.
-        let r = reader(dir)?;
-        let (mut state, after) = newest_snapshot(dir, &r)?.unwrap_or_default();
-        let applied = history::fold_view(&r.view(), &mut state, after, Until::End)?;
+        // As `current` does, keeping the store to follow the tail with.
+        let store = read_only(dir)?;
+        let read = store.state()?;
         Ok(Follower {
-            reader: r,
-            state,
-            applied,
+            store,
+            state: read.state,
+            applied: read.lsn,
         })
     }
 
     /// Refreshes the reader and folds what was appended; true if anything was.
     fn catch_up(&mut self) -> Result<bool> {
-        self.reader.refresh()?;
+        self.store.refresh()?;
         let before = self.applied;
         self.applied = history::fold_view(
-            &self.reader.view(),
+            &self.store.view(),
             &mut self.state,
             self.applied,
             Until::End,
@@ -101,7 +100,7 @@ pub fn wait_for_unread(
     let mut pause = POLL_MIN;
     let mut refreshed = Instant::now();
     loop {
-        let moved = f.reader.tail_moved();
+        let moved = f.store.log().tail_moved();
         if moved || refreshed.elapsed() >= REFRESH_EVERY {
             refreshed = Instant::now();
             if f.catch_up()? {

@@ -251,6 +251,7 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
         tag::MESSAGES_DROPPED => {
             let (dropped, reason): (Vec<DroppedMessage>, DropReason) = body(t, b)?;
             EventKind::MessagesDropped { dropped, reason }
+        }
         tag::DISPLAY_NAME_SET => {
             let (agent, display_name): (String, Option<String>) = body(t, b)?;
             EventKind::DisplayNameSet {
@@ -456,6 +457,7 @@ mod tests {
                     to: None,
                 }],
                 reason: DropReason::Cap,
+            },
             EventKind::DisplayNameSet {
                 agent: "a1".into(),
                 display_name: Some("Reviewer ✓".into()),
