@@ -38,8 +38,12 @@ fn heartbeat(at: &str, name: &str) -> Event {
 /// Appends `events` with small segments (so the log has sealed segments and
 /// a newest one that copies cheaply).
 fn write_log(dir: &Path, events: &[Event]) {
+    write_log_in(dir, events, SEGMENT_SIZE)
+}
+
+fn write_log_in(dir: &Path, events: &[Event], segment_size: u64) {
     let opts = LogOptions {
-        segment_size: SEGMENT_SIZE,
+        segment_size,
         max_record_size: 2048,
         flush_interval: None,
         ..Default::default()
@@ -387,4 +391,34 @@ fn readers_beside_a_writer_and_compaction() {
     stop.store(true, Ordering::Release);
     let runs: Vec<u32> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     assert!(runs.iter().all(|&n| n > 0), "both writers ran: {runs:?}");
+}
+
+/// A power-loss hole (a zero page with valid records behind it) in the
+/// newest segment: read-only commands refuse it as damage, and
+/// `repair --cut-at-hole` cuts there, saying which LSNs it dropped.
+#[test]
+fn repair_cut_at_hole_after_a_power_loss() {
+    let env = Env::new();
+    let mut events = vec![register("12:00:00", "alice")];
+    for i in 0..600 {
+        events.push(heartbeat(&format!("12:{:02}:{:02}", 1 + i / 60, i % 60), "alice"));
+    }
+    write_log_in(&env.dir, &events, 64 << 10);
+    let seg = newest_segment(&env.dir);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let recs = records(&bytes);
+    assert!(recs.last().unwrap().2 > 3 * 4096, "records span several pages");
+    let first_lost = recs.iter().find(|r| r.2 > 4096).unwrap().1;
+    bytes[4096..8192].fill(0);
+    std::fs::write(&seg, &bytes).unwrap();
+
+    env.run(&["list"]).fails(1, &format!("lsn {first_lost}"));
+    let v = env.run(&["verify"]);
+    assert_eq!(v.code, 1, "{}", v.stdout);
+    let out = env.ok(&["repair", "--cut-at-hole"]);
+    assert!(out.contains("power-loss hole (zero page at offset 4096)"), "{out}");
+    assert!(out.contains("..=601)"), "names the dropped LSNs: {out}");
+    assert!(out.contains(&format!("the log now ends at lsn {}", first_lost - 1)), "{out}");
+    assert_eq!(last_logged_lsn(&env, &env.dir), first_lost - 1);
+    assert_eq!(env.json(&["verify"])["clean"], true);
 }
