@@ -596,7 +596,9 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
             )?;
         }
         if let Some(t) = &log.torn_tail {
-            let lsn = t.lsn.map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            let lsn = t
+                .lsn
+                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
             writeln!(
                 w,
                 "torn tail: segment {}, offset {}, {lsn}, {} byte(s): {} (not damage: a crash mid-write; the next writer open cuts it)",
@@ -639,7 +641,9 @@ fn cut_at_hole(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
             writeln!(w, "nothing to cut")?;
         }
         for c in &rep.cut {
-            let lsn = c.lsn.map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            let lsn = c
+                .lsn
+                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
             writeln!(
                 w,
                 "cut: segment {}, offset {}, {lsn}, {} byte(s) saved to {}: {}",
@@ -650,7 +654,9 @@ fn cut_at_hole(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
                 c.reason
             )?;
         }
-        let last = rep.last_lsn.map_or("no records".to_string(), |l| format!("lsn {l}"));
+        let last = rep
+            .last_lsn
+            .map_or("no records".to_string(), |l| format!("lsn {l}"));
         writeln!(w, "the log now ends at {last}")?;
     }
     Ok(ExitCode::SUCCESS)

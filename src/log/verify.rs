@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
 use super::compaction::GenWriter;
-use super::manifest::{gen_dir, Manifest};
 use super::lock::writer_present;
+use super::manifest::{gen_dir, Manifest};
 use super::recovery::{self, walk, whole_batches_end, Event};
 use super::segment::{self, Segment, SEG_HDR};
 use super::{list_live, Lsn, TornTail};

@@ -17,8 +17,8 @@
 //! - One snapshot is written at a time (`SnapShared::lock`).
 
 use super::{Core, Store, StoreResult};
-use crate::layout::StoreLayout;
 use crate::export::{ExportOptions, ExportReport, PublishOptions};
+use crate::layout::StoreLayout;
 use crate::log::{Log, LogView};
 use crate::registry::history::ScanError;
 use crate::registry::{Lsn, State};
@@ -163,7 +163,8 @@ pub(crate) fn trusted_snapshot(
             // `load_newest_upto` logs, but does not return, why each file was
             // refused when none is usable: report them by name.
             for info in listed.into_iter().filter(|i| i.lsn <= last) {
-                let reason = "damaged or unreadable (the warning logged by the snapshot loader names why)";
+                let reason =
+                    "damaged or unreadable (the warning logged by the snapshot loader names why)";
                 skip(&mut skipped, info.path, reason.to_string());
             }
             return (None, skipped);
