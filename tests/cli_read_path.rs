@@ -294,20 +294,33 @@ fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// A store made by the CLI holding one registered agent `a`.
+fn store_with_agent_a() -> Env {
+    let env = Env::new();
+    env.ok(&["init"]);
+    env.ok(&[
+        "register",
+        "a",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/x",
+        "--at",
+        AT,
+    ]);
+    env
+}
+
+/// The time every CLI write of these tests is stamped with.
+const AT: &str = "2026-11-30T12:00:00Z";
+
 /// The reproduction from the report: `log --follow` while `heartbeat` and
 /// `compact` seal the segment it maps. Sealing used to shrink the file under
 /// the follower's map, which killed it with SIGBUS.
 #[test]
 fn log_follow_survives_seal_and_compaction() {
     use std::io::Read;
-    let env = Env::new();
-    let at = ["--at", "2026-11-30T12:00:00Z"];
-    env.ok(&["init"]);
-    env.ok(&[
-        &["register", "a", "--provider", "claude", "--cwd", "/x"][..],
-        &at[..],
-    ]
-    .concat());
+    let env = store_with_agent_a();
     env.ok(&["compact", "--now", "2026-11-30T12:00:00Z"]);
     let mut follower = bin()
         .arg("--dir")
@@ -340,7 +353,7 @@ fn log_follow_survives_seal_and_compaction() {
         "follower printed the registration"
     );
     for round in 0..3 {
-        env.ok(&[&["heartbeat", "a"][..], &at[..]].concat());
+        env.ok(&["heartbeat", "a", "--at", AT]);
         env.ok(&["compact", "--now", "2026-11-30T12:00:00Z"]);
         let want = 2 + round;
         let seen = wait_for(Duration::from_secs(10), || lines(&env) >= want);
@@ -368,14 +381,7 @@ fn log_follow_survives_seal_and_compaction() {
 fn readers_beside_a_writer_and_compaction() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let env = Env::new();
-    let at = ["--at", "2026-11-30T12:00:00Z"];
-    env.ok(&["init"]);
-    env.ok(&[
-        &["register", "a", "--provider", "claude", "--cwd", "/x"][..],
-        &at[..],
-    ]
-    .concat());
+    let env = store_with_agent_a();
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for role in ["heartbeat", "compact"] {

@@ -180,7 +180,7 @@ pub(crate) fn trusted_snapshot(
     let path = loaded.info.path.clone();
     if loaded.state.generation != rule.generation {
         let reason = format!(
-            "taken in log generation {}, the log is at generation {} (compaction rewrote history)",
+            "taken in log generation {}, the log is at generation {} (compacted since: compaction rewrote history)",
             loaded.state.generation, rule.generation
         );
         // Older snapshots are of the same or an older generation.
