@@ -211,7 +211,10 @@ pub fn load_newest<T: DeserializeOwned>(dir: &Path) -> Result<Option<Loaded<T>>>
 
 /// [`load_newest`] among the snapshots covering no LSN beyond `max_lsn`
 /// (newer files are not read).
-pub fn load_newest_upto<T: DeserializeOwned>(dir: &Path, max_lsn: u64) -> Result<Option<Loaded<T>>> {
+pub fn load_newest_upto<T: DeserializeOwned>(
+    dir: &Path,
+    max_lsn: u64,
+) -> Result<Option<Loaded<T>>> {
     let mut skipped = Vec::new();
     for info in list(dir)?.into_iter().rev().filter(|i| i.lsn <= max_lsn) {
         match read_one(&info) {

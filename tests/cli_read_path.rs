@@ -38,8 +38,12 @@ fn heartbeat(at: &str, name: &str) -> Event {
 /// Appends `events` with small segments (so the log has sealed segments and
 /// a newest one that copies cheaply).
 fn write_log(dir: &Path, events: &[Event]) {
+    write_log_in(dir, events, SEGMENT_SIZE)
+}
+
+fn write_log_in(dir: &Path, events: &[Event], segment_size: u64) {
     let opts = LogOptions {
-        segment_size: SEGMENT_SIZE,
+        segment_size,
         max_record_size: 2048,
         flush_interval: None,
         ..Default::default()
@@ -97,7 +101,10 @@ fn last_active(env: &Env, dir: &Path) -> String {
     let v = r.json();
     let agents = v["agents"].as_array().expect("agents");
     assert_eq!(agents.len(), 1, "{v}");
-    agents[0]["last_active"].as_str().expect("last_active").to_string()
+    agents[0]["last_active"]
+        .as_str()
+        .expect("last_active")
+        .to_string()
 }
 
 fn last_logged_lsn(env: &Env, dir: &Path) -> u64 {
@@ -105,7 +112,11 @@ fn last_logged_lsn(env: &Env, dir: &Path) -> u64 {
     let out = r.ok();
     out.lines()
         .last()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"].as_u64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"]
+                .as_u64()
+                .unwrap()
+        })
         .unwrap_or(0)
 }
 
@@ -124,7 +135,13 @@ fn torn_tail_sweep_through_every_read_only_command() {
     let events: Vec<Event> = times
         .iter()
         .enumerate()
-        .map(|(i, at)| if i == 0 { register(at, "alice") } else { heartbeat(at, "alice") })
+        .map(|(i, at)| {
+            if i == 0 {
+                register(at, "alice")
+            } else {
+                heartbeat(at, "alice")
+            }
+        })
         .collect();
     write_log(&base, &events);
     let seg = newest_segment(&base);
@@ -151,9 +168,17 @@ fn torn_tail_sweep_through_every_read_only_command() {
             }
             std::fs::write(&seg_copy, &bytes).unwrap();
             // A record survives the cut if its bytes are unchanged.
-            let intact = |r: &(usize, u64, usize, bool)| bytes.get(r.0..r.2) == Some(&orig[r.0..r.2]);
-            let whole = recs.iter().filter(|r| intact(r) && r.3).map(|r| r.1).max().unwrap();
-            let torn = last3.iter().any(|r| !intact(r) && bytes.get(r.0..).is_some_and(|b| b.iter().any(|&x| x != 0)));
+            let intact =
+                |r: &(usize, u64, usize, bool)| bytes.get(r.0..r.2) == Some(&orig[r.0..r.2]);
+            let whole = recs
+                .iter()
+                .filter(|r| intact(r) && r.3)
+                .map(|r| r.1)
+                .max()
+                .unwrap();
+            let torn = last3
+                .iter()
+                .any(|r| !intact(r) && bytes.get(r.0..).is_some_and(|b| b.iter().any(|&x| x != 0)));
             // A writer grows a truncated newest segment back with zeros, so it
             // also keeps a record of which only (already) zero bytes were cut.
             let mut grown = bytes.clone();
@@ -170,11 +195,16 @@ fn torn_tail_sweep_through_every_read_only_command() {
             assert_eq!(last_active(&env, &dir), expected_active, "list, {ctx}");
             assert_eq!(last_logged_lsn(&env, &dir), whole, "log, {ctx}");
             env.run_in(&dir, &["audit", "alice"]).ok();
-            env.run_in(&dir, &["replay", "--lsn", &whole.to_string()]).ok();
+            env.run_in(&dir, &["replay", "--lsn", &whole.to_string()])
+                .ok();
             let v = env.run_in(&dir, &["--json", "verify"]).json();
             assert_eq!(v["clean"], true, "verify, {ctx}: {v}");
             assert_eq!(v["last_lsn"], whole, "verify, {ctx}: {v}");
-            assert_eq!(!v["torn_tail"].is_null(), torn, "verify torn tail, {ctx}: {v}");
+            assert_eq!(
+                !v["torn_tail"].is_null(),
+                torn,
+                "verify torn tail, {ctx}: {v}"
+            );
             // Read-only commands changed nothing.
             assert_eq!(std::fs::read(&seg_copy).unwrap(), bytes, "{ctx}");
 
@@ -183,8 +213,11 @@ fn torn_tail_sweep_through_every_read_only_command() {
                 let out = dir.join("out.json");
                 let e = env.run_in(&dir, &["--json", "export", "--out", out.to_str().unwrap()]);
                 assert_eq!(e.json()["rows"], 1, "export, {ctx}");
-                env.run_in(&dir, &["heartbeat", "alice", "--at", "2026-11-30T13:00:00Z"])
-                    .ok();
+                env.run_in(
+                    &dir,
+                    &["heartbeat", "alice", "--at", "2026-11-30T13:00:00Z"],
+                )
+                .ok();
                 assert_eq!(
                     last_logged_lsn(&env, &dir),
                     writer_whole + 1,
@@ -207,7 +240,10 @@ fn flipped_lsn_bit_in_the_newest_segment_is_an_error_not_a_short_registry() {
     let env = Env::new();
     let mut events = vec![register("12:00:00", "alice")];
     for i in 0..300 {
-        events.push(heartbeat(&format!("12:{:02}:{:02}", 1 + i / 60, i % 60), "alice"));
+        events.push(heartbeat(
+            &format!("12:{:02}:{:02}", 1 + i / 60, i % 60),
+            "alice",
+        ));
     }
     events.push(register("12:20:00", "bob"));
     for i in 0..5 {
@@ -230,7 +266,10 @@ fn flipped_lsn_bit_in_the_newest_segment_is_an_error_not_a_short_registry() {
     let v = env.run(&["--json", "verify"]);
     assert_eq!(v.code, 1, "{}", v.stdout);
     let doc: serde_json::Value = serde_json::from_str(&v.stdout).unwrap();
-    assert_eq!(doc["bad"][0]["lsn"], bob.1, "the expected lsn, not the flipped one: {doc}");
+    assert_eq!(
+        doc["bad"][0]["lsn"], bob.1,
+        "the expected lsn, not the flipped one: {doc}"
+    );
 }
 
 fn listed_names(env: &Env) -> Vec<String> {
@@ -255,16 +294,33 @@ fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// A store made by the CLI holding one registered agent `a`.
+fn store_with_agent_a() -> Env {
+    let env = Env::new();
+    env.ok(&["init"]);
+    env.ok(&[
+        "register",
+        "a",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/x",
+        "--at",
+        AT,
+    ]);
+    env
+}
+
+/// The time every CLI write of these tests is stamped with.
+const AT: &str = "2026-11-30T12:00:00Z";
+
 /// The reproduction from the report: `log --follow` while `heartbeat` and
 /// `compact` seal the segment it maps. Sealing used to shrink the file under
 /// the follower's map, which killed it with SIGBUS.
 #[test]
 fn log_follow_survives_seal_and_compaction() {
     use std::io::Read;
-    let env = Env::new();
-    let at = ["--at", "2026-11-30T12:00:00Z"];
-    env.ok(&["init"]);
-    env.ok(&[&["register", "a", "--provider", "claude", "--cwd", "/x"][..], &at[..]].concat());
+    let env = store_with_agent_a();
     env.ok(&["compact", "--now", "2026-11-30T12:00:00Z"]);
     let mut follower = bin()
         .arg("--dir")
@@ -292,15 +348,23 @@ fn log_follow_survives_seal_and_compaction() {
             .map(|s| s.lines().count())
             .unwrap_or(0)
     };
-    assert!(wait_for(Duration::from_secs(10), || lines(&env) >= 1), "follower printed the registration");
+    assert!(
+        wait_for(Duration::from_secs(10), || lines(&env) >= 1),
+        "follower printed the registration"
+    );
     for round in 0..3 {
-        env.ok(&[&["heartbeat", "a"][..], &at[..]].concat());
+        env.ok(&["heartbeat", "a", "--at", AT]);
         env.ok(&["compact", "--now", "2026-11-30T12:00:00Z"]);
         let want = 2 + round;
         let seen = wait_for(Duration::from_secs(10), || lines(&env) >= want);
         if let Some(status) = follower.try_wait().unwrap() {
             let mut err = String::new();
-            follower.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            follower
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
             panic!("the follower died ({status}) in round {round}: {err}");
         }
         assert!(seen, "the follower printed heartbeat {round}");
@@ -317,10 +381,7 @@ fn log_follow_survives_seal_and_compaction() {
 fn readers_beside_a_writer_and_compaction() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let env = Env::new();
-    let at = ["--at", "2026-11-30T12:00:00Z"];
-    env.ok(&["init"]);
-    env.ok(&[&["register", "a", "--provider", "claude", "--cwd", "/x"][..], &at[..]].concat());
+    let env = store_with_agent_a();
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for role in ["heartbeat", "compact"] {
@@ -377,9 +438,16 @@ fn readers_beside_a_writer_and_compaction() {
                     .stdout
                     .lines()
                     .last()
-                    .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"].as_u64().unwrap())
+                    .map(|l| {
+                        serde_json::from_str::<serde_json::Value>(l).unwrap()["lsn"]
+                            .as_u64()
+                            .unwrap()
+                    })
                     .unwrap_or(0);
-                assert!(last >= last_seen, "log went back from {last_seen} to {last}");
+                assert!(
+                    last >= last_seen,
+                    "log went back from {last_seen} to {last}"
+                );
                 last_seen = last;
             }
         }
@@ -387,4 +455,46 @@ fn readers_beside_a_writer_and_compaction() {
     stop.store(true, Ordering::Release);
     let runs: Vec<u32> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     assert!(runs.iter().all(|&n| n > 0), "both writers ran: {runs:?}");
+}
+
+/// A power-loss hole (a zero page with valid records behind it) in the
+/// newest segment: read-only commands refuse it as damage, and
+/// `repair --cut-at-hole` cuts there, saying which LSNs it dropped.
+#[test]
+fn repair_cut_at_hole_after_a_power_loss() {
+    let env = Env::new();
+    let mut events = vec![register("12:00:00", "alice")];
+    for i in 0..600 {
+        events.push(heartbeat(
+            &format!("12:{:02}:{:02}", 1 + i / 60, i % 60),
+            "alice",
+        ));
+    }
+    write_log_in(&env.dir, &events, 64 << 10);
+    let seg = newest_segment(&env.dir);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let recs = records(&bytes);
+    assert!(
+        recs.last().unwrap().2 > 3 * 4096,
+        "records span several pages"
+    );
+    let first_lost = recs.iter().find(|r| r.2 > 4096).unwrap().1;
+    bytes[4096..8192].fill(0);
+    std::fs::write(&seg, &bytes).unwrap();
+
+    env.run(&["list"]).fails(1, &format!("lsn {first_lost}"));
+    let v = env.run(&["verify"]);
+    assert_eq!(v.code, 1, "{}", v.stdout);
+    let out = env.ok(&["repair", "--cut-at-hole"]);
+    assert!(
+        out.contains("power-loss hole (zero page at offset 4096)"),
+        "{out}"
+    );
+    assert!(out.contains("..=601)"), "names the dropped LSNs: {out}");
+    assert!(
+        out.contains(&format!("the log now ends at lsn {}", first_lost - 1)),
+        "{out}"
+    );
+    assert_eq!(last_logged_lsn(&env, &env.dir), first_lost - 1);
+    assert_eq!(env.json(&["verify"])["clean"], true);
 }

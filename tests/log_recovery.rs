@@ -413,12 +413,24 @@ fn power_loss_hole_is_cut_in_cut_at_hole_mode() {
     assert_eq!(rep.cut.len(), 1, "{rep:?}");
     let cut = &rep.cut[0];
     assert_eq!(cut.lsn, Some(first_lost));
-    assert!(cut.reason.contains("power-loss hole (zero page at offset 4096)"), "{}", cut.reason);
-    assert!(cut.reason.contains("..=150)"), "names the dropped LSNs: {}", cut.reason);
+    assert!(
+        cut.reason
+            .contains("power-loss hole (zero page at offset 4096)"),
+        "{}",
+        cut.reason
+    );
+    assert!(
+        cut.reason.contains("..=150)"),
+        "names the dropped LSNs: {}",
+        cut.reason
+    );
     assert!(cut.broken_copy.exists());
     let kept: Vec<u64> = read_all(&log).into_iter().map(|(l, _)| l).collect();
     assert_eq!(kept, (1..first_lost).collect::<Vec<_>>());
-    assert_eq!(log.append(b"next", Durability::Durable).unwrap(), first_lost);
+    assert_eq!(
+        log.append(b"next", Durability::Durable).unwrap(),
+        first_lost
+    );
     log.close().unwrap();
     // Nothing is left to cut: the default mode opens it again.
     let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();

@@ -413,11 +413,16 @@ pub struct LogCmd {
 #[derive(Debug, Args)]
 pub struct Repair {
     /// Copy every valid record, skipping damaged ones (the original is not changed)
-    #[arg(long, required = true)]
+    #[arg(long, required_unless_present = "cut_at_hole", requires = "out")]
     pub salvage: bool,
-    /// The new store's directory (must not exist or be empty)
+    /// After a power loss: cut the newest segment at a zero hole that valid
+    /// records follow (everything from there is saved to `.broken`), and say
+    /// which LSNs were dropped
+    #[arg(long, conflicts_with = "salvage")]
+    pub cut_at_hole: bool,
+    /// The new store's directory for --salvage (must not exist or be empty)
     #[arg(long, value_name = "DIR")]
-    pub out: PathBuf,
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -711,7 +711,9 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
             )?;
         }
         if let Some(t) = &log.torn_tail {
-            let lsn = t.lsn.map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            let lsn = t
+                .lsn
+                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
             writeln!(
                 w,
                 "torn tail: segment {}, offset {}, {lsn}, {} byte(s): {} (not damage: a crash mid-write; the next writer open cuts it)",
@@ -740,8 +742,46 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
     }
 }
 
+fn cut_at_hole(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
+    let rep = ops::cut_at_hole(&dir)?;
+    if ui.json {
+        let cut: Vec<_> = rep
+            .cut
+            .iter()
+            .map(|c| json!({"segment": c.segment, "offset": c.offset, "lsn": c.lsn, "bytes": c.bytes, "reason": c.reason, "broken_copy": c.broken_copy}))
+            .collect();
+        output::json(w, &json!({"last_lsn": rep.last_lsn, "cut": cut}))?;
+    } else {
+        if rep.cut.is_empty() {
+            writeln!(w, "nothing to cut")?;
+        }
+        for c in &rep.cut {
+            let lsn = c
+                .lsn
+                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            writeln!(
+                w,
+                "cut: segment {}, offset {}, {lsn}, {} byte(s) saved to {}: {}",
+                c.segment.display(),
+                c.offset,
+                c.bytes,
+                c.broken_copy.display(),
+                c.reason
+            )?;
+        }
+        let last = rep
+            .last_lsn
+            .map_or("no records".to_string(), |l| format!("lsn {l}"));
+        writeln!(w, "the log now ends at {last}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn repair(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Repair) -> Result<ExitCode> {
-    let rep = ops::salvage(&dir, &a.out)?;
+    let Some(out) = a.out.filter(|_| !a.cut_at_hole) else {
+        return cut_at_hole(w, ui, dir);
+    };
+    let rep = ops::salvage(&dir, &out)?;
     if ui.json {
         let bad: Vec<_> = rep
             .bad
@@ -751,7 +791,7 @@ fn repair(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Repair) -> Result<ExitCode>
         output::json(
             w,
             &json!({
-                "out": a.out,
+                "out": out,
                 "records_copied": rep.records_copied,
                 "records_skipped": rep.records_skipped,
                 "first_lsn": rep.first_lsn,
@@ -764,7 +804,7 @@ fn repair(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Repair) -> Result<ExitCode>
             w,
             "copied {} records into {} ({} skipped, {} damaged stretch(es))",
             rep.records_copied,
-            a.out.display(),
+            out.display(),
             rep.records_skipped,
             rep.bad.len()
         )?;

@@ -224,8 +224,18 @@ fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
     writeln!(w)?;
     writeln!(w, "== files")?;
     writeln!(w, "store     {}", rep.dir.display())?;
-    writeln!(w, "log       {}", agentlog::layout::StoreLayout::new(&rep.dir).log().display())?;
-    writeln!(w, "snapshots {}", agentlog::layout::StoreLayout::new(&rep.dir).snapshots().display())?;
+    writeln!(
+        w,
+        "log       {}",
+        agentlog::layout::StoreLayout::new(&rep.dir).log().display()
+    )?;
+    writeln!(
+        w,
+        "snapshots {}",
+        agentlog::layout::StoreLayout::new(&rep.dir)
+            .snapshots()
+            .display()
+    )?;
     writeln!(w, "export    {}", rep.export_path.display())?;
     writeln!(
         w,

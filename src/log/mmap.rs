@@ -167,7 +167,14 @@ pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
     }
     let flags = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
     // SAFETY: plain syscall on a valid open fd.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), flags, off as libc::off_t, len as libc::off_t) };
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            flags,
+            off as libc::off_t,
+            len as libc::off_t,
+        )
+    };
     if rc == 0 {
         Ok(())
     } else {

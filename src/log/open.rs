@@ -25,7 +25,12 @@ pub(crate) struct Opened {
     pub report: RecoveryReport,
 }
 
-fn corrupt(seg: &Path, offset: usize, lsn: Option<Lsn>, reason: impl Into<String>) -> Error {
+pub(super) fn corrupt(
+    seg: &Path,
+    offset: usize,
+    lsn: Option<Lsn>,
+    reason: impl Into<String>,
+) -> Error {
     Error::Corrupt {
         segment: seg.to_path_buf(),
         offset: offset as u64,

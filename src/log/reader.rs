@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use super::lock::writer_present;
 use super::manifest::Manifest;
+use super::open::corrupt;
 use super::recovery::{self, whole_batches_end};
 use super::segment::{self, Segment, SEG_HDR};
 use super::view::LogView;
@@ -39,17 +40,9 @@ pub struct LogReader {
     torn: Option<TornTail>,
 }
 
-fn is_not_found(e: &Error) -> bool {
+/// A file vanished under a reader (compaction deleted it): start over.
+pub(super) fn is_not_found(e: &Error) -> bool {
     matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
-}
-
-fn corrupt(seg: &Path, offset: usize, lsn: Option<Lsn>, reason: impl Into<String>) -> Error {
-    Error::Corrupt {
-        segment: seg.to_path_buf(),
-        offset: offset as u64,
-        lsn,
-        reason: reason.into(),
-    }
 }
 
 /// How many times opening starts over when compaction swaps files under it.

@@ -289,7 +289,11 @@ impl Segment {
         self.map.zero(from, first_page - from);
         self.map.zero(last_page, to - last_page);
         if last_page > first_page {
-            match punch_hole(&self.file, first_page as u64, (last_page - first_page) as u64) {
+            match punch_hole(
+                &self.file,
+                first_page as u64,
+                (last_page - first_page) as u64,
+            ) {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                     self.map.zero(first_page, last_page - first_page);

@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
 use super::compaction::GenWriter;
-use super::manifest::{gen_dir, Manifest};
 use super::lock::writer_present;
+use super::manifest::{gen_dir, Manifest};
+use super::reader::is_not_found;
 use super::recovery::{self, walk, whole_batches_end, Event};
 use super::segment::{self, Segment, SEG_HDR};
 use super::{list_live, Lsn, TornTail};
@@ -268,10 +269,6 @@ fn scan_dir(
         generation: m.generation,
         torn_tail,
     })
-}
-
-fn is_not_found(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Scan every live segment of the log in `dir` (read-only, no lock) and check

@@ -21,9 +21,9 @@
 use super::audit::{audit, AuditLine};
 use super::stats::{stats, Stats};
 use super::{OpsError, Result};
-use crate::layout::StoreLayout;
 use crate::compact::CompactionReport;
 use crate::export::ExportReport;
+use crate::layout::StoreLayout;
 use crate::log::{Durability, LogOptions};
 use crate::model::{Agent, HostMode, Priority, Status, StatusCause};
 use crate::registry::{FakeProbe, PostMessage, Registration, SessionKey, SessionOp, State};

@@ -389,6 +389,20 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
     )?)
 }
 
+/// Opens the store at `dir` as the writer in the `CutAtHole` recovery mode
+/// (after a power loss: cut the newest segment at a zero hole that valid
+/// records follow, saving the rest to `.broken`), then closes it; returns
+/// what recovery cut.
+pub fn cut_at_hole(dir: &Path) -> Result<log::RecoveryReport> {
+    require_store(dir)?;
+    let mut opts = StoreOptions::default();
+    opts.log.recovery = log::RecoveryMode::CutAtHole;
+    let store = Store::open(dir, opts)?;
+    let report = store.recovery().clone();
+    store.close()?;
+    Ok(report)
+}
+
 /// Compacts the store at `dir` (SPEC §4) judging retention at `now`
 /// (default: the clock); a dry run reports what would be dropped and changes
 /// nothing. Takes the writer lock; the store snapshots the new generation

@@ -17,8 +17,8 @@
 //! - One snapshot is written at a time (`SnapShared::lock`).
 
 use super::{Core, Store, StoreResult};
-use crate::layout::StoreLayout;
 use crate::export::{ExportOptions, ExportReport, PublishOptions};
+use crate::layout::StoreLayout;
 use crate::log::{Log, LogView};
 use crate::registry::history::ScanError;
 use crate::registry::{Lsn, State};
@@ -163,7 +163,8 @@ pub(crate) fn trusted_snapshot(
             // `load_newest_upto` logs, but does not return, why each file was
             // refused when none is usable: report them by name.
             for info in listed.into_iter().filter(|i| i.lsn <= last) {
-                let reason = "damaged or unreadable (the warning logged by the snapshot loader names why)";
+                let reason =
+                    "damaged or unreadable (the warning logged by the snapshot loader names why)";
                 skip(&mut skipped, info.path, reason.to_string());
             }
             return (None, skipped);
@@ -179,7 +180,7 @@ pub(crate) fn trusted_snapshot(
     let path = loaded.info.path.clone();
     if loaded.state.generation != rule.generation {
         let reason = format!(
-            "taken in log generation {}, the log is at generation {} (compaction rewrote history)",
+            "taken in log generation {}, the log is at generation {} (compacted since: compaction rewrote history)",
             loaded.state.generation, rule.generation
         );
         // Older snapshots are of the same or an older generation.
