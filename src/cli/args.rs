@@ -78,6 +78,8 @@ pub enum Command {
     Export(Export),
     /// Import a registry.json (schema 1 to 4)
     Import(Import),
+    /// Check a registry.json against the schema-v4 readers' contract; exit 1 if a reader would reject it
+    Check(CheckFile),
     /// Drop retired agents and expired messages from sealed segments
     Compact(Compact),
     /// Events, agents by status, messages, segments, bytes, LSN range
@@ -320,6 +322,15 @@ pub struct Export {
 pub struct Import {
     /// A registry.json of schema 1 to 4 (imported as one batch, now)
     pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckFile {
+    /// The registry.json to check (only read)
+    pub file: PathBuf,
+    /// Also require this schema_version (exports write 4)
+    #[arg(long, value_name = "N")]
+    pub expect_version: Option<u64>,
 }
 
 #[derive(Debug, Args)]

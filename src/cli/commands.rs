@@ -67,6 +67,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let command = match cli.command {
         Command::Demo(a) => return super::demo::run(&ui, cli.dir, a),
         Command::Bench(b) => return super::bench::run(&ui, cli.dir, b),
+        Command::Check(a) => return super::check::run(&ui, a),
         c => c,
     };
     let dir = store_dir(cli.dir)?;
@@ -99,7 +100,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(a) => import(w, &ui, dir, a)?,
         Command::Stats => reports::stats(w, &ui, dir)?,
         Command::Compact(a) => reports::compact(w, &ui, dir, a)?,
-        Command::Demo(_) | Command::Bench(_) => unreachable!("handled above"),
+        Command::Demo(_) | Command::Bench(_) | Command::Check(_) => unreachable!("handled above"),
         Command::List(a) => list(w, &ui, dir, a)?,
         Command::Replay(a) => replay(w, &ui, dir, a)?,
         Command::Audit(a) => audit(w, &ui, dir, a)?,
@@ -129,7 +130,7 @@ fn applied(w: &mut W, ui: &Ui, agent: &str, lsn: u64, what: &str) -> Result<Exit
     if ui.json {
         output::json(w, &json!({"agent": agent, "lsn": lsn}))?;
     } else {
-        writeln!(w, "`{agent}`: {what} (lsn {lsn})")?;
+        writeln!(w, "`{}`: {what} (lsn {lsn})", output::escaped(agent))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -156,7 +157,7 @@ fn register(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Register) -> Result<ExitC
             &json!({"agent": a.name, "lsn": lsn, "registration": kind}),
         )?;
     } else {
-        writeln!(w, "`{}`: registered ({kind}) (lsn {lsn})", a.name)?;
+        writeln!(w, "`{}`: registered ({kind}) (lsn {lsn})", output::escaped(&a.name))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -209,7 +210,7 @@ fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
         let m: Vec<_> = msgs.iter().map(view::message).collect();
         output::json(w, &json!({"agent": a.name, "messages": m}))?;
     } else if msgs.is_empty() {
-        writeln!(w, "no unread messages for `{}`", a.name)?;
+        writeln!(w, "no unread messages for `{}`", output::escaped(&a.name))?;
     } else {
         let rows: Vec<_> = msgs
             .iter()
@@ -221,7 +222,7 @@ fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
                     m.to.clone().unwrap_or_else(|| "(all)".into()),
                     m.category.clone(),
                     m.priority.to_string(),
-                    m.body.replace('\n', " "),
+                    m.body.clone(),
                 ]
             })
             .collect();
@@ -332,7 +333,8 @@ fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode>
     } else {
         writeln!(w, "exported {} agents to {}", rep.rows, path.display())?;
         for s in &rep.skipped {
-            writeln!(w, "left out `{}`: {}", s.name, s.reason)?;
+            let (name, reason) = (output::escaped(&s.name), output::escaped(&s.reason));
+            writeln!(w, "left out `{name}`: {reason}")?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -366,7 +368,8 @@ fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode>
             rep.file.display()
         )?;
         if !rep.replaced.is_empty() {
-            writeln!(w, "replaced finished agents: {}", rep.replaced.join(", "))?;
+            let names = rep.replaced.join(", ");
+            writeln!(w, "replaced finished agents: {}", output::escaped(&names))?;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -517,7 +520,8 @@ fn dump(w: &mut W, ui: &Ui, dir: PathBuf, a: args::LogCmd) -> Result<ExitCode> {
                 Ok(ev) => {
                     let d = ops::describe::describe(&ev.kind, e.lsn, None);
                     let why = d.why.map(|y| format!("  ({y})")).unwrap_or_default();
-                    writeln!(w, "{:>8}  {}  {}{why}", e.lsn, ev.at, d.what)
+                    let line = format!("{}{why}", d.what);
+                    writeln!(w, "{:>8}  {}  {}", e.lsn, ev.at, output::escaped(&line))
                 }
                 Err(err) => writeln!(w, "{:>8}  undecodable: {err}", e.lsn),
             }

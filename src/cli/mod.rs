@@ -5,6 +5,7 @@
 
 pub mod args;
 mod bench;
+mod check;
 mod commands;
 mod demo;
 pub mod output;
@@ -104,5 +105,6 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         line.push_str(&msg);
     }
-    line.replace('\n', "; ")
+    // Errors quote input (names, values, paths): keep them one inert line.
+    output::escaped(&line.replace('\n', "; ")).into_owned()
 }

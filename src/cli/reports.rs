@@ -169,7 +169,8 @@ pub(super) fn print_compaction(w: &mut W, rep: &CompactionReport) -> Result<()> 
         } else {
             String::new()
         };
-        writeln!(w, "  retired: {}{tail}", names.join(", "))?;
+        let names = names.join(", ");
+        writeln!(w, "  retired: {}{tail}", output::escaped(&names))?;
     }
     writeln!(
         w,
