@@ -10,6 +10,7 @@ pub mod check;
 pub mod compact;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod fslock;
 pub mod import;
 pub mod log;

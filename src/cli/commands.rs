@@ -9,6 +9,7 @@ use agentlog::ops::{self, Flow, Point};
 use agentlog::registry::{
     FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
 };
+use agentlog::files::Sharing;
 use agentlog::store::Store;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
@@ -18,11 +19,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// The store directory: `--dir`, else `$AGENTLOG_DIR` (both via clap), else
-/// `~/.agentlog`.
+/// The store directory: `--dir`, else `$AGENTLOG_DIR` (an empty one counts
+/// as unset), else `~/.agentlog`. Only commands on the user's store read the
+/// environment: `demo` and `bench` never do.
 fn store_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(d) = dir {
         return Ok(d);
+    }
+    if let Some(d) = std::env::var_os("AGENTLOG_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
     }
     match std::env::var_os("HOME") {
         Some(home) if !home.is_empty() => Ok(PathBuf::from(home).join(".agentlog")),
@@ -71,10 +76,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         c => c,
     };
     let dir = store_dir(cli.dir)?;
+    // Files this command creates are no more open than the store allows.
+    Sharing::of_dir(&dir).restrict_process_umask();
     let mut out = std::io::stdout().lock();
     let w = &mut out;
     let code = match command {
-        Command::Init => init(w, &ui, dir)?,
+        Command::Init(a) => init(w, &ui, dir, a)?,
         Command::Register(a) => register(w, &ui, dir, a)?,
         Command::Heartbeat(a) => {
             let lsn = with_store(&dir, |s| Ok(s.heartbeat(&a.name, a.pid, a.at.at)?))?;
@@ -187,12 +194,8 @@ fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
     p.privacy = a.privacy;
     p.project_root = a.project_root;
     p.request_id = a.request_id;
-    if let Some(h) = a.ttl_hours {
-        if !(h.is_finite() && h > 0.0) {
-            return Err(Usage(format!("--ttl-hours {h} must be a positive number")).into());
-        }
-        p.ttl_ms = Some((h * 3_600_000.0) as i64);
-    }
+    // Bounded by the parser (1 ms to 100 years), so the product fits.
+    p.ttl_ms = a.ttl_hours.map(|h| (h * 3_600_000.0) as i64);
     let id = with_store(&dir, |s| Ok(s.post_message(p, a.at.at)?))?;
     if ui.json {
         output::json(w, &json!({"id": id}))?;
@@ -319,7 +322,7 @@ fn snapshot(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
 }
 
 fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode> {
-    let (path, rep) = with_store(&dir, |s| Ok(ops::export(s, a.out.as_deref(), a.strict)?))?;
+    let (path, rep) = ops::export(&dir, a.out.as_deref(), a.strict, &mut Bar::new(ui, "fold"))?;
     if ui.json {
         let skipped: Vec<_> = rep
             .skipped
@@ -331,10 +334,16 @@ fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode>
             &json!({"path": path, "rows": rep.rows, "skipped": skipped}),
         )?;
     } else {
-        writeln!(w, "exported {} agents to {}", rep.rows, path.display())?;
-        for s in &rep.skipped {
-            let (name, reason) = (output::escaped(&s.name), output::escaped(&s.reason));
-            writeln!(w, "left out `{name}`: {reason}")?;
+        let path = output::escaped(&path.to_string_lossy()).into_owned();
+        // Each left-out agent was already named, with its reason, in a
+        // warning on stderr: say it once.
+        match rep.skipped.len() {
+            0 => writeln!(w, "exported {} agents to {path}", rep.rows)?,
+            n => writeln!(
+                w,
+                "exported {} agents to {path}; left out {n} (see the warnings)",
+                rep.rows
+            )?,
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -375,8 +384,14 @@ fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn init(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
-    let rep = ops::init(&dir)?;
+fn init(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Init) -> Result<ExitCode> {
+    let sharing = if a.group {
+        Sharing::Group
+    } else {
+        Sharing::Private
+    };
+    sharing.restrict_process_umask();
+    let rep = ops::init_with(&dir, sharing)?;
     if ui.json {
         output::json(
             w,

@@ -6,12 +6,10 @@
 //! entries of (first_lsn u64, segment_id u64), then crc32 (crc32fast) of all
 //! preceding bytes. No MANIFEST = generation 0, compacted_end 0, no entries.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::record::u64_at;
-use super::segment::sync_dir;
 use crate::error::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"AGLOGMAN";
@@ -109,15 +107,19 @@ impl Manifest {
     /// Atomically replace `dir/MANIFEST` (the commit point of a compaction).
     /// `before_rename` lets tests inject a crash between the tmp write and the rename.
     pub fn store(&self, dir: &Path, before_rename: impl FnOnce() -> Result<()>) -> Result<()> {
-        let tmp = dir.join("MANIFEST.tmp");
         let path = dir.join("MANIFEST");
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        f.write_all(&self.encode())
-            .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io(&tmp, e))?;
-        drop(f);
-        before_rename()?;
-        fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
-        sync_dir(dir)
+        let mut injected = None;
+        let published = crate::files::publish_atomic(&path, &self.encode(), 0o640, || {
+            before_rename().map_err(|e| {
+                let io = std::io::Error::other(e.to_string());
+                injected = Some(e);
+                io
+            })
+        });
+        match (published, injected) {
+            (_, Some(e)) => Err(e),
+            (Ok(()), None) => Ok(()),
+            (Err(e), None) => Err(Error::io(&path, e.into_io())),
+        }
     }
 }

@@ -95,6 +95,9 @@ pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
             if log_dir(dir).is_dir() {
+                if let Some(w) = crate::files::exposure_warning(dir) {
+                    tracing::warn!("{w}");
+                }
                 Ok(())
             } else {
                 Err(OpsError::NoStore(dir.to_path_buf()))
@@ -354,7 +357,17 @@ pub struct Initialized {
 /// Creates an empty store in `dir` (and its parents), or opens an existing
 /// one and reports its size.
 pub fn init(dir: &Path) -> Result<Initialized> {
+    init_with(dir, crate::files::Sharing::Private)
+}
+
+/// [`init`], creating the directory for `sharing` (0700, or 0750 for the
+/// group); an existing directory keeps its mode (a warning says if it is
+/// open to everyone).
+pub fn init_with(dir: &Path, sharing: crate::files::Sharing) -> Result<Initialized> {
     let existed = log_dir(dir).is_dir();
+    if !dir.exists() {
+        crate::files::create_store_dir(dir, sharing).map_err(|e| crate::Error::io(dir, e))?;
+    }
     let store = open_store(dir, true)?;
     let events = store.recovery().records;
     store.close()?;
@@ -370,15 +383,25 @@ pub fn snapshot(store: &Store) -> Result<crate::snapshot::SnapshotInfo> {
     Ok(store.snapshot()?)
 }
 
-/// Publishes the store's registry as schema-v4 `registry.json` at `path`
-/// (default `DIR/registry.json`) under both writers' locks.
+/// Publishes the registry of the store at `dir` as schema-v4
+/// `registry.json` at `path` (default `DIR/registry.json`) under both
+/// registry locks. Reads the store read-only (no writer lock), so exports
+/// run beside a writer and beside each other, and from a store the caller
+/// may only read.
 pub fn export(
-    store: &Store,
+    dir: &Path,
     path: Option<&Path>,
     strict: bool,
+    progress: &mut dyn Progress,
 ) -> Result<(PathBuf, crate::export::ExportReport)> {
-    let path = path.map_or_else(|| registry_json(store.dir()), Path::to_path_buf);
-    let report = store.export(Some(&path), strict)?;
+    let (state, _) = current(dir, progress)?;
+    let path = path.map_or_else(|| registry_json(dir), Path::to_path_buf);
+    let report = crate::export::export_to(
+        &path,
+        state.agents().iter(),
+        &crate::export::ExportOptions { strict },
+        &crate::export::PublishOptions::default(),
+    )?;
     Ok((path, report))
 }
 
