@@ -38,7 +38,14 @@ pub const ROW_KEYS: [&str; 20] = [
 
 /// A key both readers tolerate although no writer should write it.
 const TOLERATED_KEY: &str = "session_id";
-const REQUIRED: [&str; 6] = ["name", "provider", "cwd", "log_path", "created_at", "status"];
+const REQUIRED: [&str; 6] = [
+    "name",
+    "provider",
+    "cwd",
+    "log_path",
+    "created_at",
+    "status",
+];
 const TEXT: [&str; 5] = ["name", "provider", "cwd", "created_at", "status"];
 const PROVIDERS: [&str; 3] = ["claude", "codex", "gemini"];
 const STATUSES: [&str; 10] = [
@@ -266,7 +273,8 @@ fn one_of(
 /// shape both readers parse.
 fn is_iso_time(t: &str) -> bool {
     let b = t.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
     let shape = b.len() >= 20
         && digits(0..4)
         && b[4] == b'-'

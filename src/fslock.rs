@@ -87,7 +87,12 @@ impl FileLock {
         }
     }
 
-    fn wait_for(file: File, path: &Path, mode: LockMode, timeout: Duration) -> Result<Self, LockError> {
+    fn wait_for(
+        file: File,
+        path: &Path,
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<Self, LockError> {
         let io = |source| LockError::Io {
             path: path.to_path_buf(),
             source,

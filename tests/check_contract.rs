@@ -176,7 +176,11 @@ fn external_checker_agrees_where_it_exists() {
         cases.push((what.to_string(), p));
     }
     for (what, path) in cases {
-        let theirs = Command::new("python3").arg(&script).arg(&path).output().unwrap();
+        let theirs = Command::new("python3")
+            .arg(&script)
+            .arg(&path)
+            .output()
+            .unwrap();
         let ours = check_file(&path, None).unwrap();
         assert_eq!(
             ours.is_empty(),

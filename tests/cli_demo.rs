@@ -1,5 +1,5 @@
 //! `agentlog demo`: the default fleet finishes cleanly, its registry.json is
-//! accepted by the schema-v4 conformance checker, the store it leaves
+//! accepted by the schema-v4 readers' contract (`agentlog check`), the store it leaves
 //! verifies and answers the other commands, and the simulation is
 //! deterministic for a seed.
 
@@ -75,7 +75,7 @@ fn the_demo_is_deterministic_and_refuses_a_used_directory() {
         .fails(1, "is not empty");
     Env::new()
         .run(&["demo", "--agents", "0"])
-        .fails(1, "at least one agent");
+        .fails(2, "'0' for '--agents");
     // Text output names the parts of the tour.
     let c = Env::new();
     let text = c.ok(&["demo", "--agents", "30", "--hours", "1"]);

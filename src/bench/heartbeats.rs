@@ -416,7 +416,10 @@ pub(crate) fn remove_abandoned(tmp: &Path, ours: &Path) {
     for e in entries.flatten() {
         let path = e.path();
         let ours_or_foreign = path == ours
-            || !e.file_name().to_string_lossy().starts_with(BENCH_DIR_PREFIX)
+            || !e
+                .file_name()
+                .to_string_lossy()
+                .starts_with(BENCH_DIR_PREFIX)
             || std::fs::symlink_metadata(&path).map_or(true, |m| !m.is_dir() || m.uid() != me);
         if ours_or_foreign {
             continue;

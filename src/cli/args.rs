@@ -35,7 +35,9 @@ fn seconds(s: &str) -> Result<f64, String> {
     if v.is_finite() && v > 0.0 && v <= MAX_SECONDS {
         Ok(v)
     } else {
-        Err(format!("must be more than 0 and at most {MAX_SECONDS} seconds"))
+        Err(format!(
+            "must be more than 0 and at most {MAX_SECONDS} seconds"
+        ))
     }
 }
 
@@ -532,24 +534,75 @@ mod tests {
     #[test]
     fn sizes_are_bounded_up_front() {
         for args in [
-            &["agentlog", "bench", "heartbeats", "--agents", "18446744073709551615"][..],
-            &["agentlog", "bench", "scaling", "--agents", "18446744073709551615"],
+            &[
+                "agentlog",
+                "bench",
+                "heartbeats",
+                "--agents",
+                "18446744073709551615",
+            ][..],
+            &[
+                "agentlog",
+                "bench",
+                "scaling",
+                "--agents",
+                "18446744073709551615",
+            ],
             &["agentlog", "bench", "scaling", "--writers", "0"],
             &["agentlog", "demo", "--agents", "4294967295"],
             &["agentlog", "demo", "--hours", "4294967295"],
-            &["agentlog", "bench", "replay", "--events", "18446744073709551615"],
+            &[
+                "agentlog",
+                "bench",
+                "replay",
+                "--events",
+                "18446744073709551615",
+            ],
             &["agentlog", "bench", "open", "--events", "10,99999999999"],
             &["agentlog", "bench", "compact", "--events", "0"],
             &["agentlog", "bench", "heartbeats", "--seconds", "1e300"],
-            &["agentlog", "post", "--from", "a", "--ttl-hours", "1e-12", "hi"],
-            &["agentlog", "post", "--from", "a", "--ttl-hours", "1e12", "hi"],
+            &[
+                "agentlog",
+                "post",
+                "--from",
+                "a",
+                "--ttl-hours",
+                "1e-12",
+                "hi",
+            ],
+            &[
+                "agentlog",
+                "post",
+                "--from",
+                "a",
+                "--ttl-hours",
+                "1e12",
+                "hi",
+            ],
             &["agentlog", "post", "--from", "a", "--ttl-hours", "0", "hi"],
-            &["agentlog", "post", "--from", "a", "--ttl-hours", "NaN", "hi"],
+            &[
+                "agentlog",
+                "post",
+                "--from",
+                "a",
+                "--ttl-hours",
+                "NaN",
+                "hi",
+            ],
         ] {
             let e = Cli::try_parse_from(args).expect_err(&args.join(" "));
             assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
         }
-        assert!(Cli::try_parse_from(["agentlog", "post", "--from", "a", "--ttl-hours", "0.5", "hi"]).is_ok());
+        assert!(Cli::try_parse_from([
+            "agentlog",
+            "post",
+            "--from",
+            "a",
+            "--ttl-hours",
+            "0.5",
+            "hi"
+        ])
+        .is_ok());
     }
 
     #[test]

@@ -27,7 +27,11 @@ pub fn run(ui: &Ui, a: args::CheckFile) -> Result<ExitCode> {
             writeln!(out, "{}", output::escaped(&p.to_string()))?;
         }
         if problems.is_empty() {
-            writeln!(out, "accepted: every schema-v4 reader reads {}", output::escaped(&a.file.display().to_string()))?;
+            writeln!(
+                out,
+                "accepted: every schema-v4 reader reads {}",
+                output::escaped(&a.file.display().to_string())
+            )?;
         } else {
             writeln!(out, "rejected: {} problem(s)", problems.len())?;
         }

@@ -5,11 +5,11 @@
 use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{reports, view, Usage};
+use agentlog::files::Sharing;
 use agentlog::ops::{self, Flow, Point};
 use agentlog::registry::{
     FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
 };
-use agentlog::files::Sharing;
 use agentlog::store::Store;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
@@ -164,7 +164,11 @@ fn register(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Register) -> Result<ExitC
             &json!({"agent": a.name, "lsn": lsn, "registration": kind}),
         )?;
     } else {
-        writeln!(w, "`{}`: registered ({kind}) (lsn {lsn})", output::escaped(&a.name))?;
+        writeln!(
+            w,
+            "`{}`: registered ({kind}) (lsn {lsn})",
+            output::escaped(&a.name)
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -174,8 +174,16 @@ mod tests {
             "a\\u{1b}]0;t\\u{7}b\\nc\\td\\u{9b}e\\u{202e}f\\u{7f}"
         );
         let mut out = Vec::new();
-        table(&mut out, &["A", "B"], &[vec!["x\ny".into(), "\u{1b}[2J".into()]]).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "A     B\nx\\ny  \\u{1b}[2J\n");
+        table(
+            &mut out,
+            &["A", "B"],
+            &[vec!["x\ny".into(), "\u{1b}[2J".into()]],
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "A     B\nx\\ny  \\u{1b}[2J\n"
+        );
     }
 
     #[test]

@@ -191,6 +191,8 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         command_durability: Durability::Lazy,
         ..StoreOptions::default()
     };
+    crate::files::create_store_dir(dir, crate::files::Sharing::Private)
+        .map_err(|e| crate::Error::io(dir, e))?;
     let store = Store::open(dir, store_opts)?;
     let (counts, end, featured) = simulate(&store, opts)?;
     let snapshot = super::snapshot(&store)?;

@@ -75,12 +75,10 @@ impl Store {
                 let EventKind::AgentImported(agent) = &e.kind else {
                     continue;
                 };
-                crate::registry::validate_agent(agent).map_err(|source| {
-                    StoreError::ImportRow {
-                        file: file(),
-                        row,
-                        source,
-                    }
+                crate::registry::validate_agent(agent).map_err(|source| StoreError::ImportRow {
+                    file: file(),
+                    row,
+                    source,
                 })?;
                 if let Some(held) = g.state.agent(&agent.name) {
                     if !held.is_finished() {

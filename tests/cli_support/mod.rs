@@ -20,6 +20,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// The result of a finished command.
+    pub fn from_output(out: Output) -> Run {
+        Run::from(out)
+    }
+
     fn from(out: Output) -> Run {
         Run {
             code: out.status.code().unwrap_or(-1),
@@ -160,6 +165,8 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
         flush_interval: None,
         ..Default::default()
     };
+    // As `init` makes it: private (an open store draws a warning).
+    agentlog::files::create_store_dir(dir, agentlog::files::Sharing::Private).expect("store dir");
     let (log, _) = Log::open(&dir.join("log"), opts).expect("open log");
     for e in events {
         log.append(&agentlog::registry::encode(e), Durability::Lazy)
