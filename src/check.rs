@@ -239,7 +239,7 @@ fn check_row<'a>(
         }
     }
     if let Some(pid) = row.get("pid").filter(|v| !v.is_null()) {
-        if !pid.as_u64().is_some_and(|p| p <= u64::from(u32::MAX)) {
+        if pid.as_u64().is_none_or(|p| p > u64::from(u32::MAX)) {
             bad("pid", format!("{pid} is not an unsigned 32-bit integer"));
         }
     }
