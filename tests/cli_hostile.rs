@@ -136,6 +136,17 @@ fn text_output_escapes_control_characters_and_json_stays_exact() {
 }
 
 #[test]
+fn an_empty_store_has_no_empty_status_list() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    let stats = env.ok(&["stats"]);
+    assert!(
+        stats.lines().any(|l| l.trim_end() == "agents      0"),
+        "{stats}"
+    );
+}
+
+#[test]
 fn empty_status_messages_print_no_parentheses() {
     let env = store_with_alice();
     env.ok(&["status", "alice", "busy", "--message", "", "--at", T0]);

@@ -71,7 +71,11 @@ pub(super) fn print_stats(w: &mut W, dir: &Path, st: &ops::stats::Stats) -> Resu
         human_bytes(st.disk_bytes),
         st.generation
     )?;
-    writeln!(w, "agents      {} ({})", st.agents, by_status.join(", "))?;
+    if by_status.is_empty() {
+        writeln!(w, "agents      {}", st.agents)?;
+    } else {
+        writeln!(w, "agents      {} ({})", st.agents, by_status.join(", "))?;
+    }
     writeln!(
         w,
         "messages    {} live; sessions {} open",
