@@ -11,16 +11,17 @@
 //! - Rendering is hand-written JSON into one `Vec` (no per-row allocation):
 //!   it runs on every snapshot, and must stay within 2× of `serde_json`.
 //! - Publishing takes `<registry.json>.lock` then `<dir>/locks/_registry.lock`
-//!   (always that order, each wait bounded), writes a temp file in the same
-//!   folder, fsyncs it, renames it over the target and fsyncs the folder, so a
-//!   reader sees the old file or the new one, never a partial one.
+//!   (always that order, each wait bounded), then publishes through
+//!   `files::publish_atomic` (unpredictable `O_EXCL` temp name, fsync, rename,
+//!   folder fsync), so a reader sees the old file or the new one, never a
+//!   partial one. A `registry.json` that is a symbolic link is refused with
+//!   an error naming it (a link may be planted in a shared folder); a folder
+//!   is refused before any lock file is made.
 
 use crate::fslock::{FileLock, LockError, LockMode};
 use crate::model::{Agent, EXPORTABLE_PROVIDERS};
 use crate::time::Timestamp;
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,8 @@ pub enum ExportError {
     Unrepresentable { name: String, reason: String },
     #[error(transparent)]
     Lock(#[from] LockError),
+    #[error(transparent)]
+    Publish(#[from] crate::files::PublishError),
     #[error("cannot {op} {}: {source}", path.display())]
     Io {
         op: &'static str,
@@ -329,12 +332,7 @@ pub fn lock_paths(path: &Path) -> (PathBuf, PathBuf) {
     )
 }
 
-fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
-}
+use crate::files::parent_dir;
 
 /// [`publish_with`] with default options (10 s lock timeout).
 pub fn publish(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -342,48 +340,34 @@ pub fn publish(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Atomically replaces `path` with `bytes` while holding both registry locks.
-/// On error the previous file is untouched.
+/// On error the previous file is untouched. A `path` that is a folder, or a
+/// symbolic link (see [`crate::files::publish_atomic`]), is refused before any
+/// lock file is created.
 pub fn publish_with(path: &Path, bytes: &[u8], opts: &PublishOptions) -> Result<()> {
     let dir = parent_dir(path);
-    let io = |op, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| ExportError::Io {
-            op,
-            path: p,
-            source,
-        }
+    let not_a_file = |why: &str| ExportError::Io {
+        op: "publish to",
+        path: path.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string()),
     };
-    std::fs::create_dir_all(dir).map_err(io("create folder", dir))?;
+    if path.file_name().is_none() || path.is_dir() {
+        return Err(not_a_file("it is a folder, not a file name"));
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(crate::files::PublishError::Symlink(path.to_path_buf()).into());
+    }
+    std::fs::create_dir_all(dir).map_err(|source| ExportError::Io {
+        op: "create folder",
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let (sidecar, python_lock) = lock_paths(path);
     let start = Instant::now();
     let _rust_guard = FileLock::acquire(&sidecar, LockMode::Exclusive, opts.lock_timeout)?;
     let left = opts.lock_timeout.saturating_sub(start.elapsed());
     let _python_guard = FileLock::acquire(&python_lock, LockMode::Exclusive, left)?;
-
-    // One fixed temp name: both locks are held, so no other agentlog publisher
-    // writes it concurrently, and a crash's leftover is simply overwritten.
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(path.file_name().unwrap_or_else(|| "registry.json".as_ref()));
-    tmp_name.push(".agentlog-tmp");
-    let tmp = dir.join(tmp_name);
-    let written = (|| {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io("create", &tmp))?;
-        f.write_all(bytes).map_err(io("write", &tmp))?;
-        f.sync_all().map_err(io("fsync", &tmp))?;
-        std::fs::rename(&tmp, path).map_err(io("rename over", path))
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io("fsync folder", dir))?;
+    // Readable like the Python writer's file (less the umask).
+    crate::files::publish_atomic(path, bytes, 0o644, || Ok(()))?;
     Ok(())
 }
 

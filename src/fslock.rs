@@ -8,6 +8,7 @@
 //! renamed or deleted, so a held lock is never invalidated by a publish.
 
 use std::fs::{File, OpenOptions, TryLockError};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,8 @@ pub struct FileLock {
 impl FileLock {
     /// Opens (creating it and its folder if needed) `path` and takes a `mode`
     /// lock on it, waiting at most `timeout`.
+    /// A symbolic link at `path` is refused (`O_NOFOLLOW`): a planted link
+    /// must not make agentlog create or open a file elsewhere.
     pub fn acquire(path: &Path, mode: LockMode, timeout: Duration) -> Result<Self, LockError> {
         let io = |source| LockError::Io {
             path: path.to_path_buf(),
@@ -54,8 +57,45 @@ impl FileLock {
             .read(true)
             .write(true)
             .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .map_err(io)?;
+        Self::wait_for(file, path, mode, timeout)
+    }
+
+    /// Takes a `mode` lock on `path` only if that lock file already exists
+    /// and can be opened: `Ok(None)` (creating nothing) when it is missing or
+    /// not readable. For readers, which must never create files beside
+    /// what they read.
+    pub fn acquire_existing(
+        path: &Path,
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<Option<Self>, LockError> {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path);
+        match opened {
+            Ok(file) => Self::wait_for(file, path, mode, timeout).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => {
+                tracing::warn!(lock = %path.display(), error = %e, "reading without the shared lock");
+                Ok(None)
+            }
+        }
+    }
+
+    fn wait_for(
+        file: File,
+        path: &Path,
+        mode: LockMode,
+        timeout: Duration,
+    ) -> Result<Self, LockError> {
+        let io = |source| LockError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let start = Instant::now();
         // Short sleeps first (an uncontended or briefly held lock is the common
         // case), growing to 20 ms so a long wait does not spin.

@@ -154,12 +154,15 @@ fn name_note(name: &Option<String>) -> String {
 pub type Result<T, E = ImportError> = std::result::Result<T, E>;
 
 /// Reads `path` under a shared lock on `<path>.lock` (the lock the Rust
-/// writer's readers take) and parses it. A missing file is an error: importing
-/// nothing by mistake should not look like success.
+/// writer's readers take) where that lock file exists and can be opened, and
+/// parses it; otherwise reads anyway (with a note when the lock file is
+/// there but unreadable): publishers replace the file by rename, so a read
+/// is never torn. Nothing is ever created beside the input. A missing file
+/// is an error: importing nothing by mistake should not look like success.
 pub fn read_registry_file(path: &Path, lock_timeout: Duration) -> Result<ParsedRegistry> {
     let (sidecar, _) = crate::export::lock_paths(path);
     let bytes = {
-        let _guard = FileLock::acquire(&sidecar, LockMode::Shared, lock_timeout)?;
+        let _guard = FileLock::acquire_existing(&sidecar, LockMode::Shared, lock_timeout)?;
         std::fs::read(path).map_err(|source| ImportError::Io {
             file: path.to_path_buf(),
             source,
@@ -172,6 +175,8 @@ pub fn read_registry_file(path: &Path, lock_timeout: Duration) -> Result<ParsedR
 /// errors.
 pub fn parse_registry(bytes: &[u8], source: &Path) -> Result<ParsedRegistry> {
     let file = || source.to_path_buf();
+    // A byte-order mark (some editors add one) carries no data.
+    let bytes = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(ParsedRegistry {
             schema_version: None,
@@ -182,7 +187,14 @@ pub fn parse_registry(bytes: &[u8], source: &Path) -> Result<ParsedRegistry> {
         file: file(),
         line: e.line(),
         column: e.column(),
-        message: e.to_string(),
+        // serde_json's text ends in " at line L column C", said once above.
+        message: {
+            let text = e.to_string();
+            match text.rsplit_once(" at line ") {
+                Some((message, _)) => message.to_string(),
+                None => text,
+            }
+        },
     })?;
     let Value::Object(top) = doc else {
         return Err(ImportError::NotObject {

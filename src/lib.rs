@@ -7,9 +7,11 @@
 
 pub mod bench;
 mod bounded_decode;
+pub mod check;
 pub mod compact;
 pub mod error;
 pub mod export;
+pub mod files;
 pub mod fslock;
 pub mod import;
 pub mod layout;

@@ -15,8 +15,6 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// First bytes of every snapshot file.
@@ -136,25 +134,8 @@ pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Resu
 
     let name = file_name(lsn);
     let path = dir.join(&name);
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let written = (|| {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io_err("create", &tmp))?;
-        f.write_all(&buf).map_err(io_err("write", &tmp))?;
-        f.sync_all().map_err(io_err("fsync", &tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io_err("rename into", &path))
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err("fsync folder", dir))?;
+    crate::files::publish_atomic(&path, &buf, 0o640, || Ok(()))
+        .map_err(|e| io_err("publish", &path)(e.into_io()))?;
 
     let all = list(dir)?;
     let excess = all.len().saturating_sub(keep.max(1));

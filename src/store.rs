@@ -471,11 +471,7 @@ impl Store {
     pub fn import_agent(&self, agent: Agent, at: Option<Timestamp>) -> StoreResult<Lsn> {
         let at = now_or(at);
         self.one(|_| {
-            crate::registry::error::check_text(
-                "agent name",
-                &agent.name,
-                crate::registry::commands::NAME_MAX,
-            )?;
+            crate::registry::validate_agent(&agent)?;
             Ok(Event {
                 at,
                 kind: EventKind::AgentImported(Box::new(agent)),

@@ -50,7 +50,7 @@ fn bench_heartbeats_reports_measured_figures_and_the_ratio() {
         .to_string();
     assert!(text.contains("events/s") && text.contains("p99"), "{text}");
     env.run_bare(&["bench", "heartbeats", "--writers", "0"])
-        .fails(2, "writers 0");
+        .fails(2, "'0' for '--writers");
     env.run_bare(&["bench", "heartbeats", "--mix", "2,1"])
         .fails(2, "2,1");
 }

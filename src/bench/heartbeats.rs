@@ -371,8 +371,15 @@ pub fn run_target(
     })
 }
 
+/// Prefix of the benchmarks' temporary directories.
+const BENCH_DIR_PREFIX: &str = "agentlog-bench-";
+/// File in each of them naming the pid of the run that owns it.
+const OWNER_MARKER: &str = "agentlog-bench.pid";
+
 /// A directory for the run: `cfg.dir` or a fresh temporary one (kept alive by
-/// the returned guard).
+/// the returned guard, removed when it drops). A killed run cannot drop its
+/// guard, so each new temporary directory carries an owner marker, and a run
+/// first removes the directories of owners that are gone.
 pub(crate) fn work_dir(dir: Option<&Path>) -> Result<(PathBuf, Option<tempfile::TempDir>)> {
     match dir {
         Some(d) => {
@@ -381,17 +388,53 @@ pub(crate) fn work_dir(dir: Option<&Path>) -> Result<(PathBuf, Option<tempfile::
             Ok((d.to_path_buf(), None))
         }
         None => {
+            let tmp = std::env::temp_dir();
             let t = tempfile::Builder::new()
-                .prefix("agentlog-bench-")
+                .prefix(BENCH_DIR_PREFIX)
                 .tempdir()
-                .map_err(|e| {
-                    BenchError::io(
-                        "cannot create temporary directory in",
-                        std::env::temp_dir(),
-                        e,
-                    )
-                })?;
+                .map_err(|e| BenchError::io("cannot create temporary directory in", &tmp, e))?;
+            let marker = t.path().join(OWNER_MARKER);
+            std::fs::write(&marker, std::process::id().to_string())
+                .map_err(|e| BenchError::io("cannot write", &marker, e))?;
+            remove_abandoned(&tmp, t.path());
             Ok((t.path().to_path_buf(), Some(t)))
+        }
+    }
+}
+
+/// Removes `agentlog-bench-*` directories in `tmp` that belong to the same
+/// user as `ours` and whose marker names a process that no longer runs.
+/// Best effort: what cannot be inspected or removed is left (with a warning).
+pub(crate) fn remove_abandoned(tmp: &Path, ours: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(me) = std::fs::metadata(ours).map(|m| m.uid()) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let ours_or_foreign = path == ours
+            || !e
+                .file_name()
+                .to_string_lossy()
+                .starts_with(BENCH_DIR_PREFIX)
+            || std::fs::symlink_metadata(&path).map_or(true, |m| !m.is_dir() || m.uid() != me);
+        if ours_or_foreign {
+            continue;
+        }
+        let Ok(pid) = std::fs::read_to_string(path.join(OWNER_MARKER)) else {
+            continue; // no marker: not ours to judge
+        };
+        let alive = pid
+            .trim()
+            .parse::<u32>()
+            .map_or(true, |p| Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            if let Err(err) = std::fs::remove_dir_all(&path) {
+                tracing::warn!(dir = %path.display(), error = %err, "cannot remove an abandoned benchmark directory");
+            }
         }
     }
 }
@@ -462,4 +505,34 @@ pub fn run_heartbeats_on(
 /// [`Store`]: crate::store::Store
 pub fn run_heartbeats(cfg: &HeartbeatBenchConfig) -> Result<HeartbeatReport> {
     run_heartbeats_on(cfg, super::targets::StoreTarget::factory)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abandoned_bench_dirs_are_removed_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mk = |name: &str, pid: Option<&str>| {
+            let d = tmp.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("big.seg"), b"x").unwrap();
+            if let Some(pid) = pid {
+                std::fs::write(d.join(OWNER_MARKER), pid).unwrap();
+            }
+            d
+        };
+        let ours = mk("agentlog-bench-ours", Some(&std::process::id().to_string()));
+        // Beyond the largest pid Linux hands out (4194304): no such process.
+        let dead = mk("agentlog-bench-dead", Some("4999999"));
+        let live = mk("agentlog-bench-live", Some("1"));
+        let unmarked = mk("agentlog-bench-unmarked", None);
+        let other = mk("other-dead", Some("4999999"));
+        remove_abandoned(tmp.path(), &ours);
+        assert!(!dead.exists());
+        for kept in [&ours, &live, &unmarked, &other] {
+            assert!(kept.exists(), "{}", kept.display());
+        }
+    }
 }

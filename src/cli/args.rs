@@ -19,12 +19,51 @@ fn client(s: &str) -> Result<TransportClient, String> {
 }
 
 /// Parses a wait in seconds: finite, not negative.
-fn seconds(s: &str) -> Result<std::time::Duration, String> {
+fn wait_seconds(s: &str) -> Result<std::time::Duration, String> {
     let v: f64 = s
         .parse()
         .map_err(|_| format!("`{s}` is not a number of seconds"))?;
     std::time::Duration::try_from_secs_f64(v)
         .map_err(|_| format!("`{s}` must be a finite, non-negative number of seconds"))
+/// Largest fleet the benchmarks and the demo accept (bounds memory).
+const MAX_AGENTS: u64 = 1_000_000;
+/// Longest log a benchmark builds (bounds disk: about 3 GB of heartbeats).
+const MAX_EVENTS: u64 = 100_000_000;
+/// Most writer threads a benchmark starts.
+const MAX_WRITERS: u64 = 1024;
+/// Longest a benchmark point runs, in seconds.
+const MAX_SECONDS: f64 = 3600.0;
+/// Longest message TTL, in hours (100 years).
+const MAX_TTL_HOURS: f64 = 876_000.0;
+
+/// A count in `1..=max` (clap reports anything else as a usage error, exit 2).
+fn count(max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=max)
+}
+
+/// Parses a duration in seconds: a positive number up to [`MAX_SECONDS`].
+fn seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v <= MAX_SECONDS {
+        Ok(v)
+    } else {
+        Err(format!(
+            "must be more than 0 and at most {MAX_SECONDS} seconds"
+        ))
+    }
+}
+
+/// Parses a TTL in hours: at least one millisecond, at most [`MAX_TTL_HOURS`].
+fn ttl_hours(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    let ms = v * 3_600_000.0;
+    if v.is_finite() && ms >= 1.0 && v <= MAX_TTL_HOURS {
+        Ok(v)
+    } else {
+        Err(format!(
+            "must be at least 1 ms (0.000000278 hours) and at most {MAX_TTL_HOURS} hours (100 years)"
+        ))
+    }
 }
 
 #[derive(Debug, Parser)]
@@ -39,8 +78,9 @@ fn seconds(s: &str) -> Result<std::time::Duration, String> {
         found, 2 usage."
 )]
 pub struct Cli {
-    /// The store directory [default: $AGENTLOG_DIR, else ~/.agentlog]
-    #[arg(long, global = true, value_name = "DIR", env = "AGENTLOG_DIR")]
+    /// The store directory [default: $AGENTLOG_DIR if set and not empty, else
+    /// ~/.agentlog; `demo` and `bench` use a fresh temporary one instead]
+    #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 
     /// Print data as one JSON document (JSON lines for streams); no progress bars
@@ -53,7 +93,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create an empty store in DIR
+    /// Create an empty store in DIR (mode 0700: private messages stay private)
     Init(Init),
     /// Register an agent (a renewal if the same live process registers again)
     Register(Register),
@@ -96,6 +136,8 @@ pub enum Command {
     Export(Export),
     /// Import a registry.json (schema 1 to 4)
     Import(Import),
+    /// Check a registry.json against the schema-v4 readers' contract; exit 1 if a reader would reject it
+    Check(CheckFile),
     /// Drop retired agents and expired messages from sealed segments
     Compact(Compact),
     /// Events, agents by status, messages, segments, bytes, LSN range
@@ -271,8 +313,8 @@ pub struct Post {
     pub to: Option<String>,
     #[arg(long, value_name = "C", default_value = "note")]
     pub category: String,
-    /// Time to live in hours [default: 12]
-    #[arg(long, value_name = "H")]
+    /// Time to live in hours, 1 ms to 100 years [default: 12]
+    #[arg(long, value_name = "H", value_parser = ttl_hours)]
     pub ttl_hours: Option<f64>,
     /// Idempotency key: the same request again returns the first message's id
     #[arg(long, value_name = "K")]
@@ -304,7 +346,7 @@ pub struct Read {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub limit: Option<u64>,
     /// Block until there is unread mail or SECONDS pass (then exit 0, empty)
-    #[arg(long, value_name = "SECONDS", value_parser = seconds)]
+    #[arg(long, value_name = "SECONDS", value_parser = wait_seconds)]
     pub wait: Option<std::time::Duration>,
     #[command(flatten)]
     pub at: At,
@@ -442,6 +484,22 @@ pub struct Import {
 }
 
 #[derive(Debug, Args)]
+pub struct Init {
+    /// Let the directory's group read the store (0750 / 0640 instead of 0700 / 0600)
+    #[arg(long)]
+    pub group: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckFile {
+    /// The registry.json to check (only read)
+    pub file: PathBuf,
+    /// Also require this schema_version (exports write 4)
+    #[arg(long, value_name = "N")]
+    pub expect_version: Option<u64>,
+}
+
+#[derive(Debug, Args)]
 pub struct Compact {
     /// Retention's "now" (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
     #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
@@ -457,10 +515,10 @@ pub struct Compact {
 #[derive(Debug, Args)]
 pub struct Demo {
     /// Agent names in the simulated fleet (each may live several lives)
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=i64::from(agentlog::ops::demo::MAX_AGENTS)))]
     pub agents: u32,
-    /// Simulated hours of fleet activity
-    #[arg(long, default_value_t = 6)]
+    /// Simulated hours of fleet activity (at most 30 days)
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=i64::from(agentlog::ops::demo::MAX_HOURS)))]
     pub hours: u32,
     /// Seed of the simulation (same seed, same history)
     #[arg(long, default_value_t = 42)]
@@ -490,9 +548,9 @@ pub enum Bench {
 #[derive(Debug, Args)]
 pub struct BenchReplay {
     /// Log length in events (registrations included)
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    #[arg(long, value_name = "N", default_value_t = 1_000_000, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=MAX_EVENTS))]
     pub events: u64,
-    #[arg(long, value_name = "A", default_value_t = 1000)]
+    #[arg(long, value_name = "A", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
     pub agents: usize,
 }
 
@@ -503,35 +561,36 @@ pub struct BenchOpen {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "10000,100000,1000000"
+        default_value = "10000,100000,1000000",
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=MAX_EVENTS)
     )]
     pub events: Vec<u64>,
-    #[arg(long, value_name = "A", default_value_t = 1000)]
+    #[arg(long, value_name = "A", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
     pub agents: usize,
 }
 
 #[derive(Debug, Args)]
 pub struct BenchExport {
-    #[arg(long, value_name = "A", default_value_t = 10_000)]
+    #[arg(long, value_name = "A", default_value_t = 10_000, value_parser = count(MAX_AGENTS))]
     pub agents: usize,
 }
 
 #[derive(Debug, Args)]
 pub struct BenchCompact {
     /// Log length in events before the exits
-    #[arg(long, value_name = "N", default_value_t = 500_000)]
+    #[arg(long, value_name = "N", default_value_t = 500_000, value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=MAX_EVENTS))]
     pub events: u64,
-    #[arg(long, value_name = "A", default_value_t = 1000)]
+    #[arg(long, value_name = "A", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
     pub agents: usize,
 }
 
 #[derive(Debug, Args)]
 pub struct BenchHeartbeats {
-    #[arg(long, value_name = "N", default_value_t = 1000)]
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
     pub agents: usize,
-    #[arg(long, value_name = "S", default_value_t = 5.0)]
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = seconds)]
     pub seconds: f64,
-    #[arg(long, value_name = "W", default_value_t = 1)]
+    #[arg(long, value_name = "W", default_value_t = 1, value_parser = count(MAX_WRITERS))]
     pub writers: usize,
     /// Acknowledge each event only after an fsync covers it
     #[arg(long)]
@@ -551,7 +610,8 @@ pub struct BenchScaling {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "100,1000,10000,100000"
+        default_value = "100,1000,10000,100000",
+        value_parser = count(MAX_AGENTS)
     )]
     pub agents: Vec<usize>,
     /// Writer thread counts, comma-separated
@@ -559,11 +619,12 @@ pub struct BenchScaling {
         long,
         value_name = "LIST",
         value_delimiter = ',',
-        default_value = "1,4,16,64"
+        default_value = "1,4,16,64",
+        value_parser = count(MAX_WRITERS)
     )]
     pub writers: Vec<usize>,
     /// Seconds per point
-    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = seconds)]
     pub seconds: f64,
     #[arg(long)]
     pub durable: bool,
@@ -588,6 +649,80 @@ mod tests {
             Cli::try_parse_from(["agentlog", "heartbeat", "a", "--at", "yesterday"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().contains("yesterday"), "{e}");
+    }
+
+    #[test]
+    fn sizes_are_bounded_up_front() {
+        for args in [
+            &[
+                "agentlog",
+                "bench",
+                "heartbeats",
+                "--agents",
+                "18446744073709551615",
+            ][..],
+            &[
+                "agentlog",
+                "bench",
+                "scaling",
+                "--agents",
+                "18446744073709551615",
+            ],
+            &["agentlog", "bench", "scaling", "--writers", "0"],
+            &["agentlog", "demo", "--agents", "4294967295"],
+            &["agentlog", "demo", "--hours", "4294967295"],
+            &[
+                "agentlog",
+                "bench",
+                "replay",
+                "--events",
+                "18446744073709551615",
+            ],
+            &["agentlog", "bench", "open", "--events", "10,99999999999"],
+            &["agentlog", "bench", "compact", "--events", "0"],
+            &["agentlog", "bench", "heartbeats", "--seconds", "1e300"],
+            &[
+                "agentlog",
+                "post",
+                "--from",
+                "a",
+                "--ttl-hours",
+                "1e-12",
+                "hi",
+            ],
+            &[
+                "agentlog",
+                "post",
+                "--from",
+                "a",
+                "--ttl-hours",
+                "1e12",
+                "hi",
+            ],
+            &["agentlog", "post", "--from", "a", "--ttl-hours", "0", "hi"],
+            &[
+                "agentlog",
+                "post",
+                "--from",
+                "a",
+                "--ttl-hours",
+                "NaN",
+                "hi",
+            ],
+        ] {
+            let e = Cli::try_parse_from(args).expect_err(&args.join(" "));
+            assert_eq!(e.exit_code(), 2, "{args:?}: {e}");
+        }
+        assert!(Cli::try_parse_from([
+            "agentlog",
+            "post",
+            "--from",
+            "a",
+            "--ttl-hours",
+            "0.5",
+            "hi"
+        ])
+        .is_ok());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{reports, view, Usage};
+use agentlog::files::Sharing;
 use agentlog::ops::{self, Flow, Point};
 use agentlog::registry::labels::AgentUpdate;
 use agentlog::registry::queries::AgentFilter;
@@ -20,11 +21,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// The store directory: `--dir`, else `$AGENTLOG_DIR` (both via clap), else
-/// `~/.agentlog`.
+/// The store directory: `--dir`, else `$AGENTLOG_DIR` (an empty one counts
+/// as unset), else `~/.agentlog`. Only commands on the user's store read the
+/// environment: `demo` and `bench` never do.
 fn store_dir(dir: Option<PathBuf>) -> Result<PathBuf> {
     if let Some(d) = dir {
         return Ok(d);
+    }
+    if let Some(d) = std::env::var_os("AGENTLOG_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
     }
     match std::env::var_os("HOME") {
         Some(home) if !home.is_empty() => Ok(PathBuf::from(home).join(".agentlog")),
@@ -69,9 +74,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let command = match cli.command {
         Command::Demo(a) => return super::demo::run(&ui, cli.dir, a),
         Command::Bench(b) => return super::bench::run(&ui, cli.dir, b),
+        Command::Check(a) => return super::check::run(&ui, a),
         c => c,
     };
     let dir = store_dir(cli.dir)?;
+    // Files this command creates are no more open than the store allows.
+    Sharing::of_dir(&dir).restrict_process_umask();
     let commits = commits_before_printing(&command);
     let mut out = output::Out::new(std::io::stdout().lock(), commits);
     let w = &mut out;
@@ -108,7 +116,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Import(a) => import(w, &ui, dir, a)?,
         Command::Stats => reports::stats(w, &ui, dir)?,
         Command::Compact(a) => reports::compact(w, &ui, dir, a)?,
-        Command::Demo(_) | Command::Bench(_) => unreachable!("handled above"),
+        Command::Demo(_) | Command::Bench(_) | Command::Check(_) => unreachable!("handled above"),
         Command::List(a) => list(w, &ui, dir, a)?,
         Command::Show(a) => super::agents::show(w, &ui, dir, a)?,
         Command::Presence(a) => super::agents::presence(w, &ui, dir, a)?,
@@ -173,7 +181,7 @@ fn applied(w: &mut W, ui: &Ui, agent: &str, lsn: u64, what: &str) -> Result<Exit
     if ui.json {
         output::json(w, &json!({"agent": agent, "lsn": lsn}))?;
     } else {
-        writeln!(w, "`{agent}`: {what} (lsn {lsn})")?;
+        writeln!(w, "`{}`: {what} (lsn {lsn})", output::escaped(agent))?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -204,7 +212,11 @@ fn register(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Register) -> Result<ExitC
             &json!({"agent": a.name, "lsn": lsn, "registration": kind}),
         )?;
     } else {
-        writeln!(w, "`{}`: registered ({kind}) (lsn {lsn})", a.name)?;
+        writeln!(
+            w,
+            "`{}`: registered ({kind}) (lsn {lsn})",
+            output::escaped(&a.name)
+        )?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -241,12 +253,8 @@ fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
     p.privacy = a.privacy;
     p.project_root = a.project_root;
     p.request_id = a.request_id;
-    if let Some(h) = a.ttl_hours {
-        if !(h.is_finite() && h > 0.0) {
-            return Err(Usage(format!("--ttl-hours {h} must be a positive number")).into());
-        }
-        p.ttl_ms = Some((h * 3_600_000.0) as i64);
-    }
+    // Bounded by the parser (1 ms to 100 years), so the product fits.
+    p.ttl_ms = a.ttl_hours.map(|h| (h * 3_600_000.0) as i64);
     let at = a.at.checked()?;
     let id = with_store(&dir, |s| Ok(s.post_message(p, at)?))?;
     if ui.json {
@@ -312,16 +320,17 @@ pub(super) fn print_messages(
         let total: u64 = dropped.iter().map(|(_, n)| n).sum();
         let by: Vec<String> = dropped
             .iter()
-            .map(|(from, n)| format!("{n} from `{from}`"))
+            .map(|(from, n)| format!("{n} from `{}`", output::escaped(from)))
             .collect();
         writeln!(
             w,
-            "note: {total} message(s) to `{name}` or to all were dropped by the message cap: {}",
+            "note: {total} message(s) to `{}` or to all were dropped by the message cap: {}",
+            output::escaped(name),
             by.join(", ")
         )?;
     }
     if msgs.is_empty() {
-        writeln!(w, "no unread messages for `{name}`")
+        writeln!(w, "no unread messages for `{}`", output::escaped(name))
     } else {
         let rows: Vec<_> = msgs
             .iter()
@@ -333,7 +342,7 @@ pub(super) fn print_messages(
                     m.to.clone().unwrap_or_else(|| "(all)".into()),
                     m.category.clone(),
                     m.priority.to_string(),
-                    m.body.replace('\n', " "),
+                    m.body.clone(),
                 ]
             })
             .collect();
@@ -431,7 +440,7 @@ fn snapshot(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
 }
 
 fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode> {
-    let (path, rep) = with_store(&dir, |s| Ok(ops::export(s, a.out.as_deref(), a.strict)?))?;
+    let (path, rep) = ops::export(&dir, a.out.as_deref(), a.strict, &mut Bar::new(ui, "fold"))?;
     if ui.json {
         let skipped: Vec<_> = rep
             .skipped
@@ -443,9 +452,16 @@ fn export(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Export) -> Result<ExitCode>
             &json!({"path": path, "rows": rep.rows, "skipped": skipped}),
         )?;
     } else {
-        writeln!(w, "exported {} agents to {}", rep.rows, path.display())?;
-        for s in &rep.skipped {
-            writeln!(w, "left out `{}`: {}", s.name, s.reason)?;
+        let path = output::escaped(&path.to_string_lossy()).into_owned();
+        // Each left-out agent was already named, with its reason, in a
+        // warning on stderr: say it once.
+        match rep.skipped.len() {
+            0 => writeln!(w, "exported {} agents to {path}", rep.rows)?,
+            n => writeln!(
+                w,
+                "exported {} agents to {path}; left out {n} (see the warnings)",
+                rep.rows
+            )?,
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -479,14 +495,21 @@ fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode>
             rep.file.display()
         )?;
         if !rep.replaced.is_empty() {
-            writeln!(w, "replaced finished agents: {}", rep.replaced.join(", "))?;
+            let names = rep.replaced.join(", ");
+            writeln!(w, "replaced finished agents: {}", output::escaped(&names))?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
 fn init(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Init) -> Result<ExitCode> {
-    let rep = ops::init(&dir, a.max_messages.map(|n| n as usize))?;
+    let sharing = if a.group {
+        Sharing::Group
+    } else {
+        Sharing::Private
+    };
+    sharing.restrict_process_umask();
+    let rep = ops::init(&dir, a.max_messages.map(|n| n as usize), sharing)?;
     if ui.json {
         output::json(
             w,
@@ -632,7 +655,8 @@ fn dump(w: &mut W, ui: &Ui, dir: PathBuf, a: args::LogCmd) -> Result<ExitCode> {
                 Ok(ev) => {
                     let d = ops::describe::describe(&ev.kind, e.lsn, None);
                     let why = d.why.map(|y| format!("  ({y})")).unwrap_or_default();
-                    writeln!(w, "{:>8}  {}  {}{why}", e.lsn, ev.at, d.what)
+                    let line = format!("{}{why}", d.what);
+                    writeln!(w, "{:>8}  {}  {}", e.lsn, ev.at, output::escaped(&line))
                 }
                 Err(err) => writeln!(w, "{:>8}  undecodable: {err}", e.lsn),
             }

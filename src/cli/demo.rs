@@ -1,7 +1,7 @@
 //! `agentlog demo`: runs `ops::demo::demo` in a fresh directory and prints
 //! the tour: what the fleet did, stats, the registry, one agent's audit,
-//! where the files are, and the schema-v4 conformance checker's verdict on
-//! the exported `registry.json` (when python3 and the checker are present).
+//! where the files are, and the schema-v4 readers' contract's verdict
+//! (`agentlog check`) on the exported `registry.json`.
 
 use super::commands::W;
 use super::output::{self, Ui};
@@ -40,7 +40,7 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
         s.finish_and_clear();
     }
     let rep = rep?;
-    let check = conformance(&rep.export_path);
+    let check = conformance(&rep.export_path)?;
     let mut out = super::output::Out::new(std::io::stdout().lock(), false);
     if ui.json {
         print_json(&mut out, &rep, &check)?;
@@ -51,52 +51,35 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
     Ok(match check {
         Check::Rejected(_) => {
             eprintln!(
-                "agentlog: the exported {} was rejected by the schema-v4 conformance checker",
+                "agentlog: the exported {} was rejected by the schema-v4 readers' contract (agentlog check)",
                 rep.export_path.display()
             );
             ExitCode::from(1)
         }
-        _ => ExitCode::SUCCESS,
+        Check::Accepted => ExitCode::SUCCESS,
     })
 }
 
-/// The conformance checker's verdict.
+/// The schema-v4 readers' contract's verdict on the export.
 enum Check {
     Accepted,
     Rejected(String),
-    Skipped(String),
 }
 
-/// Runs `../shared/conformance/check_registry_v4.py FILE --expect-version 4`
-/// (beside the repository; one level further up from a git worktree).
-fn conformance(file: &Path) -> Check {
-    let candidates = [
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/conformance/check_registry_v4.py"
-        ),
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/conformance/check_registry_v4.py"
-        ),
-    ];
-    let Some(script) = candidates.iter().map(Path::new).find(|p| p.exists()) else {
-        return Check::Skipped(format!("{} is absent", candidates[0]));
-    };
-    match std::process::Command::new("python3")
-        .arg(script)
-        .arg(file)
-        .args(["--expect-version", "4"])
-        .output()
-    {
-        Err(e) => Check::Skipped(format!("python3 cannot be run: {e}")),
-        Ok(o) if o.status.success() => Check::Accepted,
-        Ok(o) => Check::Rejected(format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )),
-    }
+/// Runs the project's own check (`agentlog::check`, as `agentlog check`
+/// does) on the exported file.
+fn conformance(file: &Path) -> Result<Check> {
+    let problems = agentlog::check::check_file(file, Some(4))
+        .with_context(|| format!("cannot read {}", file.display()))?;
+    Ok(if problems.is_empty() {
+        Check::Accepted
+    } else {
+        let lines: Vec<String> = problems
+            .iter()
+            .map(|p| format!("   {}", output::escaped(&p.to_string())))
+            .collect();
+        Check::Rejected(lines.join("\n"))
+    })
 }
 
 fn print_json(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
@@ -104,7 +87,6 @@ fn print_json(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
     let (verdict, detail) = match check {
         Check::Accepted => ("accepted", String::new()),
         Check::Rejected(d) => ("rejected", d.clone()),
-        Check::Skipped(d) => ("skipped", d.clone()),
     };
     let mut compaction = serde_json::to_value(&rep.compaction)?;
     compaction["now"] = view::time(rep.compaction.now);
@@ -168,10 +150,9 @@ fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
     match check {
         Check::Accepted => writeln!(
             w,
-            "   schema-v4 conformance checker: ACCEPTED (every existing reader reads it)"
+            "   schema-v4 readers' contract (agentlog check): ACCEPTED (every existing reader reads it)"
         )?,
-        Check::Rejected(d) => writeln!(w, "   schema-v4 conformance checker: REJECTED\n{d}")?,
-        Check::Skipped(d) => writeln!(w, "   schema-v4 conformance check skipped: {d}")?,
+        Check::Rejected(d) => writeln!(w, "   schema-v4 readers' contract (agentlog check): REJECTED\n{d}")?,
     }
     writeln!(w)?;
     writeln!(w, "== compaction")?;

@@ -6,6 +6,7 @@
 mod agents;
 pub mod args;
 mod bench;
+mod check;
 mod commands;
 mod demo;
 pub mod output;
@@ -43,6 +44,8 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a file or pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .without_time()
         .try_init();
@@ -105,5 +108,6 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         line.push_str(&msg);
     }
-    line.replace('\n', "; ")
+    // Errors quote input (names, values, paths): keep them one inert line.
+    output::escaped(&line.replace('\n', "; ")).into_owned()
 }

@@ -2,9 +2,16 @@
 //! JSON lines for streams) with `--json`, and progress bars that appear only
 //! when stderr is a terminal and `--json` is off, so piped output and
 //! machine-readable output stay clean.
+//!
+//! Every text a person reads goes through [`escaped`] (table cells do so
+//! here), so data from the log (a status message, a message body, an imported
+//! `cwd`) can never drive the terminal: no escape sequences, no bells, no
+//! fake rows, no reordered text. `--json` output is exact: JSON escapes itself.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::{self, IsTerminal, Write};
 
 /// How this invocation prints.
@@ -55,10 +62,44 @@ pub fn json_line<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::R
     writeln!(w)
 }
 
-/// A left-aligned text table; the last column is not padded.
+/// Whether a person's terminal would act on `c` instead of showing it: C0
+/// and C1 controls, DEL, and the bidirectional formatting characters (which
+/// reorder what follows, e.g. U+202E RIGHT-TO-LEFT OVERRIDE).
+fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` for a terminal: `\n`, `\r`, `\t` spelled out and every other unsafe
+/// character as `\u{XX}`. Borrows when there is nothing to escape.
+pub fn escaped(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if is_unsafe_char(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A left-aligned text table; the last column is not padded. Cells are
+/// [`escaped`].
 pub fn table<W: Write>(w: &mut W, headers: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+    let rows: Vec<Vec<Cow<'_, str>>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| escaped(c)).collect())
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             if let Some(wd) = widths.get_mut(i) {
                 *wd = (*wd).max(cell.chars().count());
@@ -79,8 +120,8 @@ pub fn table<W: Write>(w: &mut W, headers: &[&str], rows: &[Vec<String>]) -> io:
         writeln!(w, "{}", s.trim_end())
     };
     line(w, &mut headers.iter().copied())?;
-    for row in rows {
-        line(w, &mut row.iter().map(String::as_str))?;
+    for row in &rows {
+        line(w, &mut row.iter().map(|c| c.as_ref()))?;
     }
     Ok(())
 }
@@ -194,6 +235,26 @@ mod tests {
         assert_eq!(
             text,
             "NAME         STATUS  MESSAGE\na            live\nlonger-name  exited  why\n"
+        );
+    }
+
+    #[test]
+    fn escapes_what_a_terminal_acts_on() {
+        assert!(matches!(escaped("plain ünï ☃"), Cow::Borrowed(_)));
+        assert_eq!(
+            escaped("a\u{1b}]0;t\u{7}b\nc\td\u{9b}e\u{202e}f\u{7f}"),
+            "a\\u{1b}]0;t\\u{7}b\\nc\\td\\u{9b}e\\u{202e}f\\u{7f}"
+        );
+        let mut out = Vec::new();
+        table(
+            &mut out,
+            &["A", "B"],
+            &[vec!["x\ny".into(), "\u{1b}[2J".into()]],
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "A     B\nx\\ny  \\u{1b}[2J\n"
         );
     }
 

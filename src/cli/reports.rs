@@ -72,7 +72,11 @@ pub(super) fn print_stats(w: &mut W, dir: &Path, st: &ops::stats::Stats) -> Resu
         human_bytes(st.disk_bytes),
         st.generation
     )?;
-    writeln!(w, "agents      {} ({})", st.agents, by_status.join(", "))?;
+    if by_status.is_empty() {
+        writeln!(w, "agents      {}", st.agents)?;
+    } else {
+        writeln!(w, "agents      {} ({})", st.agents, by_status.join(", "))?;
+    }
     writeln!(
         w,
         "messages    {} live, {} dropped by the cap; sessions {} open",
@@ -171,7 +175,8 @@ pub(super) fn print_compaction(w: &mut W, rep: &CompactionReport) -> Result<()> 
         } else {
             String::new()
         };
-        writeln!(w, "  retired: {}{tail}", names.join(", "))?;
+        let names = names.join(", ");
+        writeln!(w, "  retired: {}{tail}", output::escaped(&names))?;
     }
     writeln!(
         w,

@@ -32,6 +32,11 @@ use crate::store::{Store, StoreOptions};
 use crate::time::Timestamp;
 use std::path::{Path, PathBuf};
 
+/// Largest fleet the demo simulates (its memory grows with it).
+pub const MAX_AGENTS: u32 = 100_000;
+/// Longest simulated time, in hours (its log grows with it).
+pub const MAX_HOURS: u32 = 720;
+
 /// Shape of the simulated fleet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DemoOptions {
@@ -169,10 +174,12 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
             .into());
         }
     }
-    if opts.agents == 0 || opts.hours == 0 {
-        return Err(crate::Error::InvalidArgument(
-            "the demo needs at least one agent and one hour".into(),
-        )
+    if !(1..=MAX_AGENTS).contains(&opts.agents) || !(1..=MAX_HOURS).contains(&opts.hours) {
+        return Err(crate::Error::InvalidArgument(format!(
+            "the demo runs 1 to {MAX_AGENTS} agents for 1 to {MAX_HOURS} hours \
+             (got {} agents, {} hours)",
+            opts.agents, opts.hours
+        ))
         .into());
     }
     let store_opts = StoreOptions {
@@ -185,11 +192,13 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         command_durability: Durability::Lazy,
         ..StoreOptions::default()
     };
+    crate::files::create_store_dir(dir, crate::files::Sharing::Private)
+        .map_err(|e| crate::Error::io(dir, e))?;
     let store = Store::open(dir, store_opts)?;
     let (counts, end, featured) = simulate(&store, opts)?;
     let snapshot = super::snapshot(&store)?;
-    let (export_path, export) = super::export(&store, None, false)?;
     store.close()?;
+    let (export_path, export) = super::export(dir, None, false, &mut ())?;
     // The audit before compaction shows every heartbeat run whole.
     let audit = audit(dir, &featured, None, None)?;
 

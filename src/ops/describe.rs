@@ -52,6 +52,8 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
             message,
             cause,
         } => {
+            // An empty message says nothing: no "()" in the log.
+            let message = message.as_ref().filter(|m| !m.is_empty());
             why = match (cause, message) {
                 (StatusCause::Command, None) => None,
                 (StatusCause::Command, Some(m)) => Some(m.clone()),

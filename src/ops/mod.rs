@@ -84,6 +84,9 @@ pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
             if StoreLayout::new(dir).exists() {
+                if let Some(w) = crate::files::exposure_warning(dir) {
+                    tracing::warn!("{w}");
+                }
                 Ok(())
             } else {
                 Err(OpsError::NoStore(dir.to_path_buf()))
@@ -315,9 +318,21 @@ pub struct Initialized {
 /// Creates an empty store in `dir` (and its parents), or opens an existing
 /// one and reports its size. `max_messages` sets a new store's live-message
 /// cap (persisted, see `store::config`); an existing store keeps its own and
-/// refuses a different one.
-pub fn init(dir: &Path, max_messages: Option<usize>) -> Result<Initialized> {
+/// refuses a different one. The directory is created for `sharing` (0700,
+/// or 0750 for the group); an existing directory keeps its mode (a warning
+/// says if it is open to everyone).
+pub fn init(
+    dir: &Path,
+    max_messages: Option<usize>,
+    sharing: crate::files::Sharing,
+) -> Result<Initialized> {
     let existed = StoreLayout::new(dir).exists();
+    if dir.exists() && !dir.is_dir() {
+        return Err(OpsError::NotADirectory(dir.to_path_buf()));
+    }
+    if !dir.exists() {
+        crate::files::create_store_dir(dir, sharing).map_err(|e| crate::Error::io(dir, e))?;
+    }
     if let Some(n) = max_messages {
         let current = crate::store::config::max_messages(dir)?;
         if existed && current != n {
@@ -328,10 +343,6 @@ pub fn init(dir: &Path, max_messages: Option<usize>) -> Result<Initialized> {
             .into());
         }
         if !existed {
-            if dir.exists() && !dir.is_dir() {
-                return Err(OpsError::NotADirectory(dir.to_path_buf()));
-            }
-            std::fs::create_dir_all(dir).map_err(|e| crate::Error::io(dir, e))?;
             crate::store::config::set_max_messages(dir, n)?;
         }
     }
@@ -350,18 +361,25 @@ pub fn snapshot(store: &Store) -> Result<crate::snapshot::SnapshotInfo> {
     Ok(store.snapshot()?)
 }
 
-/// Publishes the store's registry as schema-v4 `registry.json` at `path`
-/// (default `DIR/registry.json`) under both writers' locks.
+/// Publishes the registry of the store at `dir` as schema-v4
+/// `registry.json` at `path` (default `DIR/registry.json`) under both
+/// registry locks. Reads the store read-only (no writer lock), so exports
+/// run beside a writer and beside each other, and from a store the caller
+/// may only read.
 pub fn export(
-    store: &Store,
+    dir: &Path,
     path: Option<&Path>,
     strict: bool,
+    progress: &mut dyn Progress,
 ) -> Result<(PathBuf, crate::export::ExportReport)> {
-    let path = path.map_or_else(
-        || StoreLayout::new(store.dir()).registry_json(),
-        Path::to_path_buf,
-    );
-    let report = store.export(Some(&path), strict)?;
+    let (state, _) = current(dir, progress)?;
+    let path = path.map_or_else(|| StoreLayout::new(dir).registry_json(), Path::to_path_buf);
+    let report = crate::export::export_to(
+        &path,
+        state.agents().iter(),
+        &crate::export::ExportOptions { strict },
+        &crate::export::PublishOptions::default(),
+    )?;
     Ok((path, report))
 }
 

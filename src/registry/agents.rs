@@ -14,11 +14,46 @@
 //! client, last event LSN: the row's own serde form leaves them out, see
 //! `model::Agent`); the index is rebuilt on load.
 
+use super::commands::{NAME_MAX, TEXT_MAX};
+use super::error::{check_name, check_optional_text, check_text, RegistryError};
 use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+
+/// The one validation of a whole agent row, for every path that brings one
+/// in without a registration (import, `import_agent`): the same rules as
+/// `register` for the name, provider and cwd, and bounded, control-free text
+/// in every other field.
+pub fn validate_agent(a: &Agent) -> Result<(), RegistryError> {
+    check_name("agent name", &a.name, NAME_MAX)?;
+    check_text("provider", &a.provider, TEXT_MAX)?;
+    check_text("cwd", &a.cwd, TEXT_MAX)?;
+    if let Some(parent) = &a.parent {
+        check_name("parent", parent, NAME_MAX)?;
+    }
+    let optional = [
+        ("role", a.role.as_deref()),
+        ("agent type", a.agent_type.as_deref()),
+        ("durable identity", a.durable_identity.as_deref()),
+        ("status message", a.status_message.as_deref()),
+        ("log_path", a.log_path.as_deref()),
+        ("claude_short_id", a.claude_short_id.as_deref()),
+        ("codex_session_id", a.codex_session_id.as_deref()),
+        ("gemini_session_id", a.gemini_session_id.as_deref()),
+        ("claude_session_uuid", a.claude_session_uuid.as_deref()),
+        ("mcp_channel_id", a.mcp_channel_id.as_deref()),
+        ("short_id", Some(a.short_id.as_str())),
+        ("project_root", Some(a.project_root.as_str())),
+        ("messaging_socket_path", a.messaging_socket_path.as_deref()),
+        ("cc_session_id", a.cc_session_id.as_deref()),
+    ];
+    for (field, v) in optional {
+        check_optional_text(field, v, TEXT_MAX)?;
+    }
+    Ok(())
+}
 
 /// The rustc FxHash: a multiply-rotate hash, much faster than SipHash for
 /// short keys.

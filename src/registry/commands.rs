@@ -4,7 +4,7 @@
 //! and otherwise returns the event to append. Nothing here mutates the state:
 //! the caller appends the event and then folds it with `State::apply`.
 
-use super::error::{check_text, RegistryError};
+use super::error::{check_name, check_text, RegistryError};
 use super::events::{Event, EventKind, FieldUpdates, Registration, RegistrationKind};
 use super::state::State;
 use crate::model::{Status, StatusCause};
@@ -20,7 +20,7 @@ impl State {
     /// Validates a registration: new name, renewal by the same holder, new
     /// life after a finished holder, or "name held by pid N".
     pub fn check_register(&self, reg: Registration, at: Timestamp) -> Result<Event, RegistryError> {
-        check_text("agent name", &reg.name, NAME_MAX)?;
+        check_name("agent name", &reg.name, NAME_MAX)?;
         check_text("provider", &reg.provider, TEXT_MAX)?;
         check_text("cwd", &reg.cwd, TEXT_MAX)?;
         if let Some(parent) = &reg.parent {

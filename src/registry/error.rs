@@ -49,6 +49,11 @@ pub enum RegistryError {
     },
     #[error("{field} contains control characters")]
     ControlChars { field: &'static str },
+    #[error("{field} {why}")]
+    BadName {
+        field: &'static str,
+        why: &'static str,
+    },
     #[error("{field} must be positive (got {value} ms)")]
     NotPositive { field: &'static str, value: i64 },
     #[error("request id `{request_id}` of agent `{agent}` reused with different content")]
@@ -72,4 +77,46 @@ pub(crate) fn check_text(field: &'static str, v: &str, max: usize) -> Result<(),
         return Err(RegistryError::ControlChars { field });
     }
     Ok(())
+}
+
+/// Checks a name (of an agent, a parent): [`check_text`], and nothing that
+/// makes two names look alike or one look like another: no leading or
+/// trailing whitespace (so never only whitespace), no invisible (zero-width)
+/// or bidirectional formatting characters such as U+202E.
+pub(crate) fn check_name(field: &'static str, v: &str, max: usize) -> Result<(), RegistryError> {
+    check_text(field, v, max)?;
+    let bad = |why| Err(RegistryError::BadName { field, why });
+    if v.trim() != v {
+        return bad(if v.trim().is_empty() {
+            "is only whitespace"
+        } else {
+            "has leading or trailing whitespace"
+        });
+    }
+    if v.chars().any(is_invisible_format) {
+        return bad("contains an invisible or bidirectional formatting character");
+    }
+    Ok(())
+}
+
+/// Zero-width and bidirectional formatting characters (Unicode `Cf` ones a
+/// terminal shows as nothing or uses to reorder text).
+fn is_invisible_format(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{061c}' | '\u{180e}' | '\u{200b}'..='\u{200f}'
+        | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}'
+        | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
+}
+
+/// Checks an optional text field: at most `max` bytes, no control
+/// characters (empty is allowed: it means "not set").
+pub(crate) fn check_optional_text(
+    field: &'static str,
+    v: Option<&str>,
+    max: usize,
+) -> Result<(), RegistryError> {
+    match v {
+        Some(v) if !v.is_empty() => check_text(field, v, max),
+        _ => Ok(()),
+    }
 }

@@ -18,7 +18,7 @@ pub mod sessions;
 pub mod state;
 pub mod sweep;
 
-pub use agents::AgentMap;
+pub use agents::{validate_agent, AgentMap};
 pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
 pub use error::RegistryError;
 pub use events::{

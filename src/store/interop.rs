@@ -15,8 +15,6 @@
 use super::{Store, StoreError, StoreResult};
 use crate::export::ExportReport;
 use crate::import;
-use crate::registry::commands::NAME_MAX;
-use crate::registry::error::check_text;
 use crate::registry::{EventKind, Lsn};
 use crate::time::Timestamp;
 use std::ops::RangeInclusive;
@@ -77,12 +75,10 @@ impl Store {
                 let EventKind::AgentImported(agent) = &e.kind else {
                     continue;
                 };
-                check_text("agent name", &agent.name, NAME_MAX).map_err(|source| {
-                    StoreError::ImportRow {
-                        file: file(),
-                        row,
-                        source,
-                    }
+                crate::registry::validate_agent(agent).map_err(|source| StoreError::ImportRow {
+                    file: file(),
+                    row,
+                    source,
                 })?;
                 if let Some(held) = g.state.agent(&agent.name) {
                     if !held.is_finished() {

@@ -20,6 +20,11 @@ pub struct Run {
 }
 
 impl Run {
+    /// The result of a finished command.
+    pub fn from_output(out: Output) -> Run {
+        Run::from(out)
+    }
+
     fn from(out: Output) -> Run {
         Run {
             code: out.status.code().unwrap_or(-1),
@@ -130,55 +135,24 @@ impl Env {
     }
 }
 
-/// The schema-v4 conformance checker, if python3 and the checker exist. It
-/// sits beside the repository (`../shared/…`); from a git worktree under
-/// `wt/` it is one level further up.
-pub fn checker() -> Option<(PathBuf, &'static str)> {
-    let candidates = [
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../shared/conformance/check_registry_v4.py"
-        ),
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/conformance/check_registry_v4.py"
-        ),
-    ];
-    let Some(script) = candidates.iter().map(PathBuf::from).find(|p| p.exists()) else {
-        eprintln!(
-            "skipping the conformance check: {} is absent",
-            candidates[0]
-        );
-        return None;
-    };
-    match Command::new("python3").arg("--version").output() {
-        Ok(o) if o.status.success() => Some((script, "python3")),
-        _ => {
-            eprintln!("skipping the conformance check: python3 is absent");
-            None
-        }
-    }
-}
-
-/// Asserts that every existing schema-v4 reader accepts `file` (skipped, with
-/// a printed reason, when python3 or the checker is absent).
+/// Asserts that every existing schema-v4 reader accepts `file`, by the
+/// project's own check run through the binary (`agentlog check`), which also
+/// covers the command itself. Never skipped.
 #[track_caller]
 pub fn assert_accepted(file: &Path) {
-    if let Some((script, py)) = checker() {
-        let out = Command::new(py)
-            .arg(&script)
-            .arg(file)
-            .args(["--expect-version", "4"])
-            .output()
-            .expect("run checker");
-        assert!(
-            out.status.success(),
-            "checker rejected {}:\n{}{}",
-            file.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let out = bin()
+        .arg("check")
+        .arg(file)
+        .args(["--expect-version", "4"])
+        .output()
+        .expect("run agentlog check");
+    assert!(
+        out.status.success(),
+        "agentlog check rejected {}:\n{}{}",
+        file.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Appends `events` (with their explicit times) to the log of the store at
@@ -191,6 +165,8 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
         flush_interval: None,
         ..Default::default()
     };
+    // As `init` makes it: private (an open store draws a warning).
+    agentlog::files::create_store_dir(dir, agentlog::files::Sharing::Private).expect("store dir");
     let (log, _) = Log::open(&dir.join("log"), opts).expect("open log");
     for e in events {
         log.append(&agentlog::registry::encode(e), Durability::Lazy)

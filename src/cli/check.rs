@@ -1,0 +1,45 @@
+//! `agentlog check FILE`: the schema-v4 readers' contract (`agentlog::check`)
+//! run on a file. Exit 0 when every existing reader accepts it, 1 with one
+//! line per problem (row, name, key) when one would not. Needs no store.
+
+use super::args;
+use super::output::{self, Ui};
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::io::Write;
+use std::process::ExitCode;
+
+pub fn run(ui: &Ui, a: args::CheckFile) -> Result<ExitCode> {
+    let problems = agentlog::check::check_file(&a.file, a.expect_version)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let mut out = std::io::stdout().lock();
+    if ui.json {
+        let list: Vec<_> = problems
+            .iter()
+            .map(|p| json!({"row": p.row, "name": p.name, "key": p.key, "reason": p.reason}))
+            .collect();
+        output::json(
+            &mut out,
+            &json!({"file": a.file, "accepted": problems.is_empty(), "problems": list}),
+        )?;
+    } else {
+        for p in &problems {
+            writeln!(out, "{}", output::escaped(&p.to_string()))?;
+        }
+        if problems.is_empty() {
+            writeln!(
+                out,
+                "accepted: every schema-v4 reader reads {}",
+                output::escaped(&a.file.display().to_string())
+            )?;
+        } else {
+            writeln!(out, "rejected: {} problem(s)", problems.len())?;
+        }
+    }
+    out.flush()?;
+    Ok(if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

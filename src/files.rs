@@ -1,0 +1,226 @@
+//! How agentlog puts files on disk where other users may be watching: the one
+//! atomic publish (snapshots, `MANIFEST`, `registry.json`) and the store's
+//! access modes.
+//!
+//! Invariants:
+//! - A published file appears whole or not at all: a temp file with an
+//!   unpredictable name, created `O_CREAT | O_EXCL` (which never follows a
+//!   symlink) in the target's folder, is written, fsynced, renamed over the
+//!   target, and the folder is fsynced. A name planted by another user can
+//!   neither redirect nor truncate anything.
+//! - A target that is a symbolic link is refused, never replaced by a file
+//!   and never written through: the link may have been planted.
+//! - A store directory is created 0700 (0750 when shared with its group);
+//!   the directory's mode is what keeps private messages private, so opening
+//!   a store whose directory others can enter warns.
+
+use std::fs::{DirBuilder, File, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a publish failed; the previous file is untouched.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{} is a symbolic link; agentlog does not write through links (one may \
+         have been planted): remove it, or name the real file",
+        .0.display()
+    )]
+    Symlink(PathBuf),
+}
+
+impl PublishError {
+    /// The underlying I/O error, for callers whose errors carry one.
+    pub fn into_io(self) -> std::io::Error {
+        match self {
+            PublishError::Io { source, .. } => source,
+            e @ PublishError::Symlink(_) => std::io::Error::other(e.to_string()),
+        }
+    }
+}
+
+/// The folder a file path lives in (`.` for a bare name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Atomically replaces `path` with `bytes`, created with `mode` (less the
+/// umask). `before_rename` runs after the temp file is durable and before
+/// the rename (a crash-injection point for tests; `|| Ok(())` otherwise).
+/// The caller serialises publishers of the same `path`.
+pub fn publish_atomic(
+    path: &Path,
+    bytes: &[u8],
+    mode: u32,
+    before_rename: impl FnOnce() -> std::io::Result<()>,
+) -> Result<(), PublishError> {
+    let dir = parent_dir(path);
+    let io = |op, p: &Path| {
+        let p = p.to_path_buf();
+        move |source| PublishError::Io {
+            op,
+            path: p,
+            source,
+        }
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => return Err(PublishError::Symlink(path.into())),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io("inspect", path)(e)),
+    }
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(path.file_name().unwrap_or_else(|| "file".as_ref()));
+    prefix.push(".");
+    // Random name, O_EXCL; removed again if anything below fails.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .suffix(".tmp")
+        .permissions(Permissions::from_mode(mode))
+        .tempfile_in(dir)
+        .map_err(io("create a temporary file in", dir))?;
+    tmp.write_all(bytes).map_err(io("write", tmp.path()))?;
+    tmp.as_file().sync_all().map_err(io("fsync", tmp.path()))?;
+    before_rename().map_err(io("publish", path))?;
+    tmp.persist(path)
+        .map_err(|e| io("rename over", path)(e.error))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync folder", dir))
+}
+
+/// Who besides the owner may read a store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sharing {
+    /// Only the owner (directory 0700, files 0600).
+    #[default]
+    Private,
+    /// The owner and the directory's group, read-only (0750 / 0640).
+    Group,
+}
+
+impl Sharing {
+    /// The store directory's mode.
+    pub fn dir_mode(self) -> u32 {
+        match self {
+            Sharing::Private => 0o700,
+            Sharing::Group => 0o750,
+        }
+    }
+
+    /// The mode of files the store creates.
+    pub fn file_mode(self) -> u32 {
+        match self {
+            Sharing::Private => 0o600,
+            Sharing::Group => 0o640,
+        }
+    }
+}
+
+impl Sharing {
+    /// The sharing an existing store directory was set up for: its group
+    /// bits say whether it is shared.
+    pub fn of_dir(dir: &Path) -> Sharing {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.permissions().mode() & 0o070 != 0 => Sharing::Group,
+            _ => Sharing::Private,
+        }
+    }
+
+    /// Makes this process create files and folders no more open than
+    /// `self` allows (umask 077, or 027 when shared with the group): the
+    /// log's segments, locks and snapshots then get 0600 / 0640 without each
+    /// writer naming a mode. For the command-line tool, which owns its
+    /// process; a library user keeps its own umask (the directory's mode
+    /// still guards the files).
+    pub fn restrict_process_umask(self) {
+        let mask = match self {
+            Sharing::Private => 0o077,
+            Sharing::Group => 0o027,
+        };
+        rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
+    }
+}
+
+/// Creates the store directory `dir` (and missing parents, with default
+/// modes) with `sharing`'s mode, set exactly (not less the umask). An
+/// existing directory is left as it is.
+pub fn create_store_dir(dir: &Path, sharing: Sharing) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match DirBuilder::new().mode(sharing.dir_mode()).create(dir) {
+        Ok(()) => std::fs::set_permissions(dir, Permissions::from_mode(sharing.dir_mode())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A warning when users other than the owner and its group can enter the
+/// store directory `dir` (and so read private messages), naming the fix.
+pub fn exposure_warning(dir: &Path) -> Option<String> {
+    let mode = std::fs::metadata(dir).ok()?.permissions().mode() & 0o777;
+    (mode & 0o007 != 0).then(|| {
+        format!(
+            "the store {} is open to every local user (mode {mode:04o}), so private \
+             messages are readable: chmod 700 it (750 to share with its group)",
+            dir.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publish_refuses_a_symlinked_target_and_leaves_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"secret").unwrap();
+        let target = dir.path().join("registry.json");
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        let e = publish_atomic(&target, b"new", 0o644, || Ok(())).unwrap_err();
+        assert!(matches!(e, PublishError::Symlink(_)), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"secret");
+        assert!(std::fs::symlink_metadata(&target).unwrap().is_symlink());
+        std::fs::remove_file(&target).unwrap();
+        publish_atomic(&target, b"new", 0o600, || Ok(())).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 2, "no temp file left: {names:?}");
+        let mode = std::fs::metadata(&target).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn store_dirs_are_private_or_group_shared() {
+        let root = tempfile::tempdir().unwrap();
+        for (sharing, mode) in [(Sharing::Private, 0o700), (Sharing::Group, 0o750)] {
+            let dir = root.path().join(format!("{mode:o}/store"));
+            create_store_dir(&dir, sharing).unwrap();
+            let got = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            assert_eq!(got, mode);
+            assert!(exposure_warning(&dir).is_none());
+        }
+        let open = root.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, Permissions::from_mode(0o755)).unwrap();
+        let w = exposure_warning(&open).unwrap();
+        assert!(w.contains("mode 0755") && w.contains("chmod 700"), "{w}");
+    }
+}
