@@ -25,6 +25,8 @@ fn wait_seconds(s: &str) -> Result<std::time::Duration, String> {
         .map_err(|_| format!("`{s}` is not a number of seconds"))?;
     std::time::Duration::try_from_secs_f64(v)
         .map_err(|_| format!("`{s}` must be a finite, non-negative number of seconds"))
+}
+
 /// Largest fleet the benchmarks and the demo accept (bounds memory).
 const MAX_AGENTS: u64 = 1_000_000;
 /// Longest log a benchmark builds (bounds disk: about 3 GB of heartbeats).
@@ -155,6 +157,9 @@ pub struct Init {
     /// the log); fixed once set [default: 200]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_messages: Option<u32>,
+    /// Let the directory's group read the store (0750 / 0640 instead of 0700 / 0600)
+    #[arg(long)]
+    pub group: bool,
 }
 
 #[derive(Debug, Args)]
@@ -481,13 +486,6 @@ pub struct Export {
 pub struct Import {
     /// A registry.json of schema 1 to 4 (imported as one batch, now)
     pub file: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct Init {
-    /// Let the directory's group read the store (0750 / 0640 instead of 0700 / 0600)
-    #[arg(long)]
-    pub group: bool,
 }
 
 #[derive(Debug, Args)]

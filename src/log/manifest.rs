@@ -6,10 +6,12 @@
 //! entries of (first_lsn u64, segment_id u64), then crc32 (crc32fast) of all
 //! preceding bytes. No MANIFEST = generation 0, compacted_end 0, no entries.
 
-use std::fs;
+use std::fs::{self, File};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::record::u64_at;
+use super::segment::sync_dir;
 use crate::error::{Error, Result};
 
 pub const MAGIC: &[u8; 8] = b"AGLOGMAN";
