@@ -6,6 +6,7 @@
 //! compaction drops what retention no longer needs.
 
 pub mod bench;
+pub mod cluster;
 pub mod compact;
 pub mod error;
 pub mod export;

@@ -32,6 +32,7 @@ use std::time::Instant;
 mod checkpoint;
 mod compaction;
 mod interop;
+mod replica;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
