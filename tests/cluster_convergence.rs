@@ -115,9 +115,9 @@ async fn three_hosts_converge_to_identical_exports() {
     }
     // A last durable heartbeat per host: its ack orders after the host's
     // earlier lazy publishes on the same connection.
-    for i in 0..3 {
+    for (i, name) in names.iter().enumerate().take(3) {
         host(i)
-            .heartbeat_durable(&names[i], Some(100 + i as u32), Some(T0.add_secs(400)))
+            .heartbeat_durable(name, Some(100 + i as u32), Some(T0.add_secs(400)))
             .await
             .unwrap();
     }
@@ -188,4 +188,38 @@ async fn three_hosts_converge_to_identical_exports() {
     for n in nodes {
         n.close().await.unwrap();
     }
+}
+
+/// The mirror's append keeps the local log a gap-free prefix of the stream:
+/// a skipped sequence or an undecodable payload is refused, naming the
+/// LSN, and nothing is appended.
+#[test]
+fn replicated_appends_refuse_gaps_and_bad_payloads() {
+    use agentlog::registry::{encode, Event, EventKind};
+    let dir = tempfile::tempdir().unwrap();
+    let store = agentlog::store::Store::open(dir.path(), store_options()).unwrap();
+    let event = Event {
+        at: T0,
+        kind: EventKind::AgentRegistered {
+            reg: Box::new(reg("solo", 7)),
+            kind: agentlog::registry::RegistrationKind::New,
+        },
+    };
+    store.append_replicated(1, &encode(&event)).unwrap();
+    let gap = store
+        .append_replicated(3, &encode(&event))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        gap.contains("lsn 3") && gap.contains("next lsn is 2"),
+        "{gap}"
+    );
+    let bad = store
+        .append_replicated(2, &[0xee, 1, 2])
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("lsn 2"), "{bad}");
+    assert_eq!(store.log().last_lsn(), Some(1));
+    assert_eq!(store.applied_lsn(), 1);
+    assert_eq!(store.state().agent("solo").unwrap().pid, Some(7));
 }
