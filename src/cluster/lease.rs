@@ -76,7 +76,17 @@ impl SweepLease {
             None => match self.kv.create(KEY, value).await {
                 Ok(rev) => Some(rev),
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
-                Err(e) => return Err(nats_err(format!("take lease for {}", self.host), e)),
+                // Two creates racing: the loser gets "wrong last sequence"
+                // (10164) rather than "already exists"; the key tells.
+                Err(e) => match self.kv.entry(KEY).await {
+                    Ok(Some(entry))
+                        if entry.operation == kv::Operation::Put
+                            && entry.value.as_ref() != self.host.as_bytes() =>
+                    {
+                        None
+                    }
+                    _ => return Err(nats_err(format!("take lease for {}", self.host), e)),
+                },
             },
         };
         *self.held.lock().unwrap_or_else(|e| e.into_inner()) = revision;
