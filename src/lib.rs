@@ -8,6 +8,7 @@
 pub mod bench;
 mod bounded_decode;
 pub mod check;
+pub mod cluster;
 pub mod compact;
 pub mod error;
 pub mod export;

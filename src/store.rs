@@ -36,6 +36,7 @@ mod compaction;
 pub mod config;
 mod interop;
 mod read_only;
+mod replica;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,

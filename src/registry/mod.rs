@@ -29,4 +29,6 @@ pub use messages::{PostMessage, PostOutcome};
 pub use retention::{retention, Kept, Retention, RetentionPolicy};
 pub use sessions::SessionOp;
 pub use state::{Message, Session, State};
-pub use sweep::{sweep, FakeProbe, NoProbe, ProcProbe, ProcessProbe, ProcessState, SweepPolicy};
+pub use sweep::{
+    sweep, sweep_agent, FakeProbe, NoProbe, ProcProbe, ProcessProbe, ProcessState, SweepPolicy,
+};

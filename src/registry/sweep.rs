@@ -140,51 +140,63 @@ pub fn sweep(
     policy: &SweepPolicy,
     probe: &dyn ProcessProbe,
 ) -> Vec<Event> {
-    let mut out = Vec::new();
-    for a in state.agents() {
-        if a.is_finished() {
-            continue;
-        }
-        if let Some(pid) = a.pid {
-            let gone = match probe.probe(pid) {
-                ProcessState::Gone => true,
-                ProcessState::Running(Some(start)) => a.pid_start_time.is_some_and(|r| r != start),
-                ProcessState::Running(None) | ProcessState::Unknown => false,
-            };
-            if gone {
-                out.push(change(
-                    a,
-                    now,
-                    Status::Exited,
-                    MSG_PROCESS_GONE,
-                    StatusCause::ProcessGone,
-                ));
-                continue;
-            }
-        }
-        let lease_over = now.millis_since(a.last_active) > policy.lease_ms
-            || a.last_active.is_beyond(now, MAX_FUTURE_SKEW_MS);
-        if a.status != Status::Idle && lease_over {
-            out.push(if is_transport_attached(a) {
-                change(
-                    a,
-                    now,
-                    Status::Idle,
-                    MSG_LEASE_IDLE,
-                    StatusCause::LeaseExpired,
-                )
-            } else {
-                change(
-                    a,
-                    now,
-                    Status::Exited,
-                    MSG_LEASE_EXPIRED,
-                    StatusCause::LeaseExpired,
-                )
-            });
+    state
+        .agents()
+        .iter()
+        .filter_map(|a| sweep_agent(a, now, policy, probe))
+        .collect()
+}
+
+/// The status change a sweep at `now` makes to one agent, if any.
+pub fn sweep_agent(
+    a: &Agent,
+    now: Timestamp,
+    policy: &SweepPolicy,
+    probe: &dyn ProcessProbe,
+) -> Option<Event> {
+    if a.is_finished() {
+        return None;
+    }
+    if let Some(pid) = a.pid {
+        let gone = match probe.probe(pid) {
+            ProcessState::Gone => true,
+            ProcessState::Running(Some(start)) => a.pid_start_time.is_some_and(|r| r != start),
+            ProcessState::Running(None) | ProcessState::Unknown => false,
+        };
+        if gone {
+            return Some(change(
+                a,
+                now,
+                Status::Exited,
+                MSG_PROCESS_GONE,
+                StatusCause::ProcessGone,
+            ));
         }
     }
-    out
+    // A `last_active` stamped past now (beyond the clock-skew bound) counts as
+    // expired: a future heartbeat must not make an agent immune to the lease.
+    let lease_over = now.millis_since(a.last_active) > policy.lease_ms
+        || a.last_active.is_beyond(now, MAX_FUTURE_SKEW_MS);
+    if a.status != Status::Idle && lease_over {
+        return Some(if is_transport_attached(a) {
+            change(
+                a,
+                now,
+                Status::Idle,
+                MSG_LEASE_IDLE,
+                StatusCause::LeaseExpired,
+            )
+        } else {
+            change(
+                a,
+                now,
+                Status::Exited,
+                MSG_LEASE_EXPIRED,
+                StatusCause::LeaseExpired,
+            )
+        });
+    }
+    None
 }
 
 #[cfg(test)]

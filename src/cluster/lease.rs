@@ -1,0 +1,107 @@
+//! The sweeper lease (docs/scaling.md §7): one key in a JetStream KV bucket
+//! says which host sweeps and compacts.
+//!
+//! A host takes the key with *create* (fails if it exists) and keeps it with
+//! *update* at the revision it holds; the bucket's TTL expires the key of a
+//! host that stopped renewing. A host whose update is refused (another
+//! revision: its lease expired and someone else took it) has lost the lease
+//! and stops acting until it takes the key again.
+
+use super::{nats_err, ClusterResult};
+use async_nats::jetstream::{self, kv};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The key in the bucket.
+const KEY: &str = "sweeper";
+
+/// One host's handle on the fleet's sweeper lease.
+pub struct SweepLease {
+    kv: kv::Store,
+    host: String,
+    /// Revision of the key this host wrote last, while it holds the lease.
+    held: Mutex<Option<u64>>,
+}
+
+impl std::fmt::Debug for SweepLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SweepLease")
+            .field("host", &self.host)
+            .finish()
+    }
+}
+
+impl SweepLease {
+    /// Opens (creating if absent) the bucket `agentlog_<fleet>_lease` with
+    /// `ttl` as its keys' lifetime.
+    pub async fn open(
+        js: &jetstream::Context,
+        fleet: &str,
+        host: &str,
+        ttl: Duration,
+        replicas: usize,
+    ) -> ClusterResult<SweepLease> {
+        let bucket = format!("agentlog_{fleet}_lease");
+        let kv = match js.get_key_value(&bucket).await {
+            Ok(kv) => kv,
+            Err(_) => js
+                .create_key_value(kv::Config {
+                    bucket: bucket.clone(),
+                    history: 1,
+                    max_age: ttl,
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| nats_err(format!("create kv bucket {bucket}"), e))?,
+        };
+        Ok(SweepLease {
+            kv,
+            host: host.to_string(),
+            held: Mutex::new(None),
+        })
+    }
+
+    /// Takes the lease if free, or renews it if held; `false` when another
+    /// host holds it (or took it after this host's lease expired).
+    pub async fn acquire_or_renew(&self) -> ClusterResult<bool> {
+        let held = *self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let value = self.host.clone().into_bytes().into();
+        let revision = match held {
+            Some(rev) => match self.kv.update(KEY, value, rev).await {
+                Ok(rev) => Some(rev),
+                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => None,
+                Err(e) => return Err(nats_err(format!("renew lease of {}", self.host), e)),
+            },
+            None => match self.kv.create(KEY, value).await {
+                Ok(rev) => Some(rev),
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
+                // Two creates racing: the loser gets "wrong last sequence"
+                // (10164) rather than "already exists"; the key tells.
+                Err(e) => match self.kv.entry(KEY).await {
+                    Ok(Some(entry))
+                        if entry.operation == kv::Operation::Put
+                            && entry.value.as_ref() != self.host.as_bytes() =>
+                    {
+                        None
+                    }
+                    _ => return Err(nats_err(format!("take lease for {}", self.host), e)),
+                },
+            },
+        };
+        *self.held.lock().unwrap_or_else(|e| e.into_inner()) = revision;
+        Ok(revision.is_some())
+    }
+
+    /// Gives the lease up (a clean shutdown), if held.
+    pub async fn release(&self) -> ClusterResult<()> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(rev) = held {
+            self.kv
+                .delete_expect_revision(KEY, Some(rev))
+                .await
+                .map_err(|e| nats_err(format!("release lease of {}", self.host), e))?;
+        }
+        Ok(())
+    }
+}

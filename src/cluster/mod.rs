@@ -1,0 +1,621 @@
+//! The replicated mode (docs/scaling.md): one registry across hosts, with a
+//! NATS JetStream stream as the log of record and each host's local store
+//! as its mirror.
+//!
+//! A [`ClusterNode`] owns a local [`Store`] and a connection to the
+//! cluster. Invariants:
+//! * the local log is a gap-free prefix of the stream, LSN = stream
+//!   sequence ([`mirror`]); every write goes through the stream, never
+//!   straight into the local store;
+//! * a command is validated against the folded state and published with
+//!   `Nats-Expected-Last-Subject-Sequence` = the last sequence of its subject
+//!   in that state; on "wrong last sequence" (JetStream error 10071) the node
+//!   catches up and validates again, so racing commands are decided exactly
+//!   as SPEC §3 decides them one after the other;
+//! * a durable command returns after the stream's ack (a quorum stored it)
+//!   and after the local mirror folded it (read-your-writes per host);
+//! * every durable publish carries a `Nats-Msg-Id` kept across its retries,
+//!   so a publish retried after a lost ack is stored once;
+//! * lazy heartbeats are asynchronous publishes with a bounded number of
+//!   acks in flight (back-pressure past it).
+
+mod lease;
+mod mirror;
+pub mod subjects;
+
+pub use lease::SweepLease;
+pub use subjects::FleetSubjects;
+
+use crate::model::Status;
+use crate::registry::sweep::sweep_agent;
+use crate::registry::{
+    codec, Event, EventKind, FieldUpdates, Lsn, Message, NoProbe, PostMessage, PostOutcome,
+    Registration, RegistrationKind, RegistryError, SessionKey, SessionOp, State, SweepPolicy,
+};
+use crate::store::{Store, StoreError};
+use crate::time::Timestamp;
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::{self, stream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// Why a replicated command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The command was refused by the fold; nothing was published.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Talking to the NATS cluster failed (what, where, why).
+    #[error("nats: {what}: {detail}")]
+    Nats { what: String, detail: String },
+    /// Lost the conditional publish this many times in a row.
+    #[error("conflict: subject {subject} changed under {rounds} validations in a row")]
+    Conflict { subject: String, rounds: usize },
+    /// The local mirror stopped (a stream record it cannot apply).
+    #[error("mirror stopped: {0}")]
+    Mirror(String),
+    /// The mirror did not reach a sequence in time.
+    #[error(
+        "mirror of {dir} did not reach stream sequence {seq} within {waited:?} (at {applied})"
+    )]
+    Lagging {
+        dir: String,
+        seq: Lsn,
+        applied: Lsn,
+        waited: Duration,
+    },
+}
+
+pub type ClusterResult<T> = std::result::Result<T, ClusterError>;
+
+fn nats_err(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Nats {
+        what: what.into(),
+        detail: e.to_string(),
+    }
+}
+
+/// How a node joins the cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// NATS server URLs (`nats://host:port`); any one reachable is enough.
+    pub servers: Vec<String>,
+    /// The fleet: stream `AGENTLOG_<FLEET>`, subjects `al.<fleet>.>`.
+    pub fleet: String,
+    /// This host's id (in message ids and the sweeper lease).
+    pub host_id: String,
+    /// Stream replicas (3 in production; the stream is created if absent).
+    pub replicas: usize,
+    /// Lazy heartbeat acks in flight before publishing waits (default 4096).
+    pub heartbeat_inflight: usize,
+    /// Validate-and-publish rounds before [`ClusterError::Conflict`] (default 8).
+    pub conflict_rounds: usize,
+    /// How long a publish is retried through leader changes, and how long a
+    /// command waits for the mirror to fold its ack (default 30 s).
+    pub deadline: Duration,
+    /// Lease of agents (sweeps): the same policy on every host.
+    pub sweep: SweepPolicy,
+}
+
+impl ClusterOptions {
+    pub fn new(servers: Vec<String>, fleet: &str, host_id: &str) -> ClusterOptions {
+        ClusterOptions {
+            servers,
+            fleet: fleet.to_string(),
+            host_id: host_id.to_string(),
+            replicas: 3,
+            heartbeat_inflight: 4096,
+            conflict_rounds: 8,
+            deadline: Duration::from_secs(30),
+            sweep: SweepPolicy::default(),
+        }
+    }
+}
+
+/// Duplicate window of the stream: a retried `Nats-Msg-Id` inside it is
+/// stored once (docs/scaling.md §3).
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(600);
+
+/// One host of the replicated registry. See the module docs.
+pub struct ClusterNode {
+    shared: Arc<mirror::Shared>,
+    opts: ClusterOptions,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    heartbeats: jetstream::Context,
+    stream: stream::Stream,
+    mirror: Option<JoinHandle<()>>,
+    boot: u64,
+    requests: AtomicU64,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode")
+            .field("host", &self.opts.host_id)
+            .field("dir", &self.shared.store.dir())
+            .finish()
+    }
+}
+
+/// Creates the fleet's stream if absent (R = `replicas`, file storage,
+/// subjects `al.<fleet>.>`, deletes and purges allowed for compaction).
+pub async fn ensure_stream(
+    js: &jetstream::Context,
+    subjects: &FleetSubjects,
+    replicas: usize,
+) -> ClusterResult<stream::Stream> {
+    let name = subjects.stream_name();
+    js.get_or_create_stream(stream::Config {
+        name: name.clone(),
+        subjects: vec![subjects.wildcard()],
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        discard: stream::DiscardPolicy::New,
+        duplicate_window: DUPLICATE_WINDOW,
+        allow_direct: true,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| nats_err(format!("create or get stream {name}"), e))
+}
+
+impl ClusterNode {
+    /// Connects to the cluster, creates the stream if absent, and starts the
+    /// mirror of `store` from its applied LSN + 1 (a restarted node resumes
+    /// where its local log ends; nothing is refolded).
+    pub async fn start(store: Store, opts: ClusterOptions) -> ClusterResult<ClusterNode> {
+        let subjects = FleetSubjects::new(&opts.fleet).map_err(|e| nats_err("options", e))?;
+        let client = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect(opts.servers.clone())
+            .await
+            .map_err(|e| nats_err(format!("connect to {}", opts.servers.join(",")), e))?;
+        let js = jetstream::ContextBuilder::new()
+            .timeout(Duration::from_secs(5))
+            .build(client.clone());
+        let heartbeats = jetstream::ContextBuilder::new()
+            .max_ack_inflight(opts.heartbeat_inflight.max(1))
+            .build(client.clone());
+        let stream = ensure_stream(&js, &subjects, opts.replicas).await?;
+        let shared = Arc::new(mirror::Shared::new(Arc::new(store), subjects)?);
+        let mirror = tokio::spawn(mirror::run(shared.clone(), stream.clone()));
+        let boot = Timestamp::now().as_millis() as u64;
+        Ok(ClusterNode {
+            shared,
+            opts,
+            client,
+            js,
+            heartbeats,
+            stream,
+            mirror: Some(mirror),
+            boot,
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    /// The local mirror (read-only use: writes go through the node).
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+    pub fn subjects(&self) -> &FleetSubjects {
+        &self.shared.subjects
+    }
+    pub fn host_id(&self) -> &str {
+        &self.opts.host_id
+    }
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
+    }
+    /// The last stream sequence folded locally.
+    pub fn applied(&self) -> Lsn {
+        *self.shared.applied.borrow()
+    }
+
+    /// The stream's last sequence, asked of the cluster.
+    pub async fn stream_last_sequence(&self) -> ClusterResult<Lsn> {
+        let mut s = self.stream.clone();
+        let info = s.info().await.map_err(|e| {
+            nats_err(
+                format!("info of stream {}", self.shared.subjects.stream_name()),
+                e,
+            )
+        })?;
+        Ok(info.state.last_sequence)
+    }
+
+    /// Waits until the mirror folded `seq` (bounded by the deadline).
+    pub async fn wait_applied(&self, seq: Lsn) -> ClusterResult<()> {
+        let mut rx = self.shared.applied.subscribe();
+        let deadline = self.opts.deadline;
+        let reached = tokio::time::timeout(deadline, rx.wait_for(|a| *a >= seq)).await;
+        if let Some(f) = self.shared.failure() {
+            return Err(ClusterError::Mirror(f));
+        }
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(ClusterError::Lagging {
+                dir: self.shared.store.dir().display().to_string(),
+                seq,
+                applied: self.applied(),
+                waited: deadline,
+            }),
+        }
+    }
+
+    /// Catches the mirror up to the stream's current last sequence.
+    pub async fn catch_up(&self) -> ClusterResult<Lsn> {
+        let last = self.stream_last_sequence().await?;
+        self.wait_applied(last).await?;
+        Ok(last)
+    }
+
+    fn next_msg_id(&self) -> String {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{}:{n}", self.opts.host_id, self.boot)
+    }
+
+    /// Publishes and waits for the stream's ack, retrying through leader
+    /// changes and reconnects (same message id, so stored once) until the
+    /// deadline. "Wrong last sequence" is returned at once.
+    async fn publish_acked(
+        &self,
+        subject: &str,
+        msg: PublishMessage,
+    ) -> Result<jetstream::publish::PublishAck, PublishError> {
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(20);
+        loop {
+            let attempt = match self.js.send_publish(subject.to_string(), msg.clone()).await {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            };
+            match attempt {
+                Ok(ack) => return Ok(ack),
+                Err(e) => {
+                    let retry = matches!(
+                        e.kind(),
+                        PublishErrorKind::TimedOut
+                            | PublishErrorKind::BrokenPipe
+                            | PublishErrorKind::StreamNotFound
+                            | PublishErrorKind::MaxAckPending
+                            | PublishErrorKind::Other
+                    );
+                    if !retry || started.elapsed() >= self.opts.deadline {
+                        return Err(e);
+                    }
+                    tracing::debug!(subject, error = %e, "publish retried");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+            }
+        }
+    }
+
+    /// Validates with `check` against the folded state and publishes the
+    /// event it returns conditionally on its subject's last sequence; on a
+    /// lost race catches up and validates again. Returns `check`'s value and
+    /// the event's sequence (`None`: nothing to publish).
+    async fn decide<T>(
+        &self,
+        msg_id: Option<String>,
+        mut check: impl FnMut(&State) -> Result<(T, Option<Event>), RegistryError>,
+    ) -> ClusterResult<(T, Option<Lsn>)> {
+        if let Some(f) = self.shared.failure() {
+            return Err(ClusterError::Mirror(f));
+        }
+        let msg_id = msg_id.unwrap_or_else(|| self.next_msg_id());
+        let mut subject = String::new();
+        for _ in 0..self.opts.conflict_rounds.max(1) {
+            let (value, publish) = self.shared.with_folded(|folded| {
+                let (value, event) = self.shared.store.with_state(|s, _| check(s))?;
+                let publish = event.map(|e| {
+                    let subject = self.shared.subjects.of(&e.kind);
+                    let expect = folded.get(&subject).copied().unwrap_or(0);
+                    (subject, expect, codec::encode(&e))
+                });
+                Ok::<_, RegistryError>((value, publish))
+            })?;
+            let Some((subj, expect, payload)) = publish else {
+                return Ok((value, None));
+            };
+            subject = subj;
+            let msg = PublishMessage::build()
+                .payload(payload.into())
+                .message_id(&msg_id)
+                .expected_last_subject_sequence(expect);
+            match self.publish_acked(&subject, msg).await {
+                Ok(ack) => {
+                    self.wait_applied(ack.sequence).await?;
+                    return Ok((value, Some(ack.sequence)));
+                }
+                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                    self.catch_up().await?;
+                }
+                Err(e) => return Err(nats_err(format!("publish on {subject}"), e)),
+            }
+        }
+        Err(ClusterError::Conflict {
+            subject,
+            rounds: self.opts.conflict_rounds.max(1),
+        })
+    }
+
+    async fn decide_one(
+        &self,
+        check: impl FnMut(&State) -> Result<Event, RegistryError>,
+    ) -> ClusterResult<Lsn> {
+        let mut check = check;
+        let ((), lsn) = self
+            .decide(None, |s| check(s).map(|e| ((), Some(e))))
+            .await?;
+        Ok(lsn.expect("an event was published"))
+    }
+
+    /// Registers (SPEC §3): of two hosts racing for a name, exactly one wins;
+    /// the other gets "name held by pid N".
+    pub async fn register(
+        &self,
+        reg: Registration,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<(Lsn, RegistrationKind)> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        let (kind, lsn) = self
+            .decide(None, |s| {
+                let e = s.check_register(reg.clone(), at)?;
+                let kind = match &e.kind {
+                    EventKind::AgentRegistered { kind, .. } => *kind,
+                    _ => unreachable!("check_register returns a registration"),
+                };
+                Ok((kind, Some(e)))
+            })
+            .await?;
+        Ok((lsn.expect("published"), kind))
+    }
+
+    /// A lazy heartbeat: validated against the local fold, then handed to
+    /// the asynchronous publisher (waits only when `heartbeat_inflight` acks
+    /// are outstanding). Not conditional: an agent's heartbeats come from
+    /// one process, and one that lands after the agent finished folds as a
+    /// no-op. No message id: a duplicate heartbeat folds to the same state,
+    /// and the dedupe table would hold every heartbeat of the window.
+    pub async fn heartbeat(
+        &self,
+        agent: &str,
+        pid: Option<u32>,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<()> {
+        let (subject, payload) = self.heartbeat_payload(agent, pid, at)?;
+        let ack = self
+            .heartbeats
+            .publish(subject.clone(), payload.into())
+            .await
+            .map_err(|e| nats_err(format!("publish heartbeat on {subject}"), e))?;
+        // Dropping the future hands its ack (and in-flight permit) to the
+        // context's acker: back-pressure without a task per heartbeat.
+        drop(ack);
+        Ok(())
+    }
+
+    /// A durable heartbeat: returns its sequence once the stream stored it
+    /// and the local mirror folded it.
+    pub async fn heartbeat_durable(
+        &self,
+        agent: &str,
+        pid: Option<u32>,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<Lsn> {
+        let (subject, payload) = self.heartbeat_payload(agent, pid, at)?;
+        let msg = PublishMessage::build()
+            .payload(payload.into())
+            .message_id(self.next_msg_id());
+        let ack = self
+            .publish_acked(&subject, msg)
+            .await
+            .map_err(|e| nats_err(format!("publish heartbeat on {subject}"), e))?;
+        self.wait_applied(ack.sequence).await?;
+        Ok(ack.sequence)
+    }
+
+    fn heartbeat_payload(
+        &self,
+        agent: &str,
+        pid: Option<u32>,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<(String, Vec<u8>)> {
+        if let Some(f) = self.shared.failure() {
+            return Err(ClusterError::Mirror(f));
+        }
+        let at = at.unwrap_or_else(Timestamp::now);
+        self.shared
+            .store
+            .with_state(|s, _| s.check_heartbeat(agent, pid))?;
+        let mut payload = Vec::with_capacity(32 + agent.len());
+        codec::encode_heartbeat_into(&mut payload, at, agent, pid);
+        Ok((self.shared.subjects.agent(agent), payload))
+    }
+
+    pub async fn set_status(
+        &self,
+        agent: &str,
+        status: Status,
+        message: Option<String>,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<Lsn> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        self.decide_one(|s| s.check_set_status(agent, status, message.clone(), at))
+            .await
+    }
+
+    pub async fn update_fields(
+        &self,
+        agent: &str,
+        fields: FieldUpdates,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<Lsn> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        self.decide_one(|s| s.check_update(agent, fields.clone(), at))
+            .await
+    }
+
+    pub async fn remove(&self, agent: &str, at: Option<Timestamp>) -> ClusterResult<Lsn> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        self.decide_one(|s| s.check_remove(agent, at)).await
+    }
+
+    /// Posts a message; returns its id (= its stream sequence). A post with
+    /// a request id carries the message id `post:<sender>:<project>:<id>`,
+    /// so a retry through any host inside the duplicate window gets the
+    /// first post's id; past the window the fold's request index decides.
+    pub async fn post_message(
+        &self,
+        post: PostMessage,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<Lsn> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        let msg_id = post.request_id.as_ref().map(|rid| {
+            format!(
+                "post:{}:{}:{rid}",
+                post.from,
+                post.project_root.as_deref().unwrap_or("")
+            )
+        });
+        let (existing, lsn) = self
+            .decide(msg_id, |s| match s.check_post(post.clone(), at)? {
+                PostOutcome::Append(e) => Ok((None, Some(e))),
+                PostOutcome::Existing(id) => Ok((Some(id), None)),
+            })
+            .await?;
+        Ok(existing.or(lsn).expect("a post or its first id"))
+    }
+
+    /// Returns the unread messages of `reader` and publishes their receipt.
+    pub async fn read_messages(
+        &self,
+        reader: &str,
+        project_root: Option<&str>,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<Vec<Message>> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        let (msgs, _) = self
+            .decide(None, |s| s.check_read(reader, project_root, at))
+            .await?;
+        Ok(msgs)
+    }
+
+    /// Marks messages read; returns how many were newly marked.
+    pub async fn mark_read(
+        &self,
+        reader: &str,
+        ids: &[Lsn],
+        at: Option<Timestamp>,
+    ) -> ClusterResult<usize> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        let (n, _) = self
+            .decide(None, |s| {
+                let e = s.check_mark_read(reader, ids, at)?;
+                let n = match &e {
+                    Some(Event {
+                        kind: EventKind::MessagesRead { ids, .. },
+                        ..
+                    }) => ids.len(),
+                    _ => 0,
+                };
+                Ok((n, e))
+            })
+            .await?;
+        Ok(n)
+    }
+
+    /// Logical-session presence; `None` when nothing was published.
+    pub async fn session(
+        &self,
+        op: SessionOp,
+        key: SessionKey,
+        ttl_ms: Option<i64>,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<Option<Lsn>> {
+        let at = at.unwrap_or_else(Timestamp::now);
+        let ((), lsn) = self
+            .decide(None, |s| {
+                Ok(((), s.check_session(op, key.clone(), ttl_ms, at)?))
+            })
+            .await?;
+        Ok(lsn)
+    }
+
+    /// Sweeps leases at `now` if `lease` is held by this host (returns
+    /// nothing otherwise). Each status change is published conditionally on
+    /// its agent's subject and re-planned on the state it is conditional on,
+    /// so a sweep racing a heartbeat or a stale sweeper loses and re-checks:
+    /// no agent is swept twice. Lease expiry only: a process probe means
+    /// something only on the agent's own host (docs/scaling.md §7).
+    pub async fn sweep(
+        &self,
+        lease: &SweepLease,
+        now: Timestamp,
+    ) -> ClusterResult<Vec<(Lsn, Event)>> {
+        if !lease.acquire_or_renew().await? {
+            return Ok(Vec::new());
+        }
+        let policy = &self.opts.sweep;
+        let planned: Vec<String> = self.shared.store.with_state(|s, _| {
+            crate::registry::sweep(s, now, policy, &NoProbe)
+                .into_iter()
+                .filter_map(|e| e.kind.subject_agent().map(str::to_string))
+                .collect()
+        });
+        let mut done = Vec::new();
+        for agent in planned {
+            let (event, lsn) = self
+                .decide(None, |s| {
+                    let e = s
+                        .agent(&agent)
+                        .and_then(|a| sweep_agent(a, now, policy, &NoProbe));
+                    Ok((e.clone(), e))
+                })
+                .await?;
+            if let (Some(e), Some(lsn)) = (event, lsn) {
+                done.push((lsn, e));
+            }
+        }
+        Ok(done)
+    }
+
+    /// Stops the mirror and closes the local store cleanly (snapshot, sync,
+    /// unlock); the stream and the other hosts are untouched.
+    pub async fn close(mut self) -> ClusterResult<()> {
+        if let Some(mirror) = self.mirror.take() {
+            mirror.abort();
+            let _ = mirror.await;
+        }
+        self.client
+            .flush()
+            .await
+            .map_err(|e| nats_err("flush before close", e))?;
+        let shared = self.shared.clone();
+        drop(self);
+        let store = Arc::try_unwrap(shared)
+            .map_err(|_| ClusterError::Mirror("mirror state still shared at close".into()))?
+            .into_store();
+        match Arc::try_unwrap(store) {
+            Ok(store) => Ok(store.close()?),
+            Err(_) => Err(ClusterError::Mirror(
+                "local store still shared at close".into(),
+            )),
+        }
+    }
+}
+
+impl Drop for ClusterNode {
+    fn drop(&mut self) {
+        if let Some(mirror) = &self.mirror {
+            mirror.abort();
+        }
+    }
+}
