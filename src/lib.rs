@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod compact;
+pub mod daemon;
 pub mod error;
 pub mod export;
 pub mod fslock;

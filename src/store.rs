@@ -32,11 +32,13 @@ use std::time::Instant;
 mod checkpoint;
 mod compaction;
 mod interop;
+mod origin;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
 };
 pub use interop::ImportReport;
+pub use origin::with_origin;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -335,10 +337,18 @@ impl Store {
             [] => Vec::new(),
             [e] => {
                 codec::encode_into(e, &mut g.buf);
+                origin::stamp(&mut g.buf);
                 vec![self.core.log.append(&g.buf, Durability::Lazy)?]
             }
             many => {
-                let payloads: Vec<Vec<u8>> = many.iter().map(codec::encode).collect();
+                let payloads: Vec<Vec<u8>> = many
+                    .iter()
+                    .map(|e| {
+                        let mut p = codec::encode(e);
+                        origin::stamp(&mut p);
+                        p
+                    })
+                    .collect();
                 let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
                 self.core
                     .log
@@ -415,6 +425,7 @@ impl Store {
             let slot = g.state.check_heartbeat(agent, pid)?;
             let g = &mut *g;
             codec::encode_heartbeat_into(&mut g.buf, at, agent, pid);
+            origin::stamp(&mut g.buf);
             let lsn = self.core.log.append(&g.buf, Durability::Lazy)?;
             g.state.apply_heartbeat_at(slot, at, pid);
             g.applied = lsn;

@@ -61,7 +61,11 @@ impl ops::Progress for Bar {
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
-    let ui = Ui { json: cli.json };
+    let ui = Ui {
+        json: cli.json,
+        quiet: false,
+    };
+    commands_setup(&cli);
     // The demo and the benchmarks write fresh stores: temporary ones unless
     // a directory is given explicitly; never the default ~/.agentlog.
     let command = match cli.command {
@@ -70,10 +74,21 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         c => c,
     };
     let dir = store_dir(cli.dir)?;
+    if let Some(code) = super::remote::try_daemon(&ui, &dir, &command, cli.no_daemon)? {
+        return Ok(code);
+    }
     let mut out = std::io::stdout().lock();
-    let w = &mut out;
+    let code = run_command(&mut out, &ui, dir, command)?;
+    out.flush()?;
+    Ok(code)
+}
+
+/// Runs one store command, printing to `w` (stdout, or a daemon's reply
+/// buffer).
+pub(super) fn run_command(w: &mut W, ui: &Ui, dir: PathBuf, command: Command) -> Result<ExitCode> {
+    let ui = *ui;
     let code = match command {
-        Command::Init => init(w, &ui, dir)?,
+        Command::Init(a) => init(w, &ui, dir, a)?,
         Command::Register(a) => register(w, &ui, dir, a)?,
         Command::Heartbeat(a) => {
             let lsn = with_store(&dir, |s| Ok(s.heartbeat(&a.name, a.pid, a.at.at)?))?;
@@ -106,17 +121,55 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Log(a) => dump(w, &ui, dir, a)?,
         Command::Verify => verify(w, &ui, dir)?,
         Command::Repair(a) => repair(w, &ui, dir, a)?,
+        Command::Serve(_) | Command::Watch(_) => unreachable!("handled by remote"),
     };
-    out.flush()?;
     Ok(code)
 }
 
-pub(super) type W<'a> = std::io::StdoutLock<'a>;
+pub(super) type W<'a> = dyn Write + 'a;
 
-/// Opens the store (taking the writer lock), runs `f`, and closes it
-/// (syncing what `f` appended).
-fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-    let store = ops::open_store(dir, false)?;
+thread_local! {
+    /// The store a daemon serves, while it runs a command on this thread.
+    static SERVED: std::cell::RefCell<Option<std::sync::Arc<Store>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with [`with_store`] using `store` (a daemon's) instead of
+/// opening the store directory.
+pub(super) fn serving<R>(store: std::sync::Arc<Store>, f: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            SERVED.with(|s| s.borrow_mut().take());
+        }
+    }
+    SERVED.with(|s| *s.borrow_mut() = Some(store));
+    let _clear = Clear;
+    f()
+}
+
+fn commands_setup(cli: &Cli) {
+    if cli.lock_timeout.is_finite() && cli.lock_timeout >= 0.0 {
+        set_lock_timeout(Duration::from_secs_f64(cli.lock_timeout));
+    }
+}
+
+/// How long a direct writer waits for the writer lock (`--lock-timeout`).
+static LOCK_TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+pub(super) fn set_lock_timeout(t: Duration) {
+    let _ = LOCK_TIMEOUT.set(t);
+}
+
+/// Opens the store (taking the writer lock, waiting up to `--lock-timeout`
+/// for another writer), runs `f`, and closes it (syncing what `f` appended).
+/// Inside a daemon, runs `f` on the daemon's store instead.
+pub(super) fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+    if let Some(store) = SERVED.with(|s| s.borrow().clone()) {
+        return f(&store);
+    }
+    let mut opts = agentlog::store::StoreOptions::default();
+    opts.log.lock_timeout = LOCK_TIMEOUT.get().copied();
+    let store = ops::open_store_with(dir, false, opts)?;
     let out = f(&store);
     let closed = store.close();
     let out = out?;
@@ -372,8 +425,15 @@ fn import(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Import) -> Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-fn init(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
+fn init(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Init) -> Result<ExitCode> {
     let rep = ops::init(&dir)?;
+    // Private unless shared on purpose: the daemon's socket lives here.
+    if rep.created || a.group_shared {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = if a.group_shared { 0o750 } else { 0o700 };
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("setting the mode of {}", dir.display()))?;
+    }
     if ui.json {
         output::json(
             w,
@@ -501,27 +561,11 @@ fn dump(w: &mut W, ui: &Ui, dir: PathBuf, a: args::LogCmd) -> Result<ExitCode> {
     let follow = a.follow.then_some(Duration::from_millis(100));
     let mut failed: Option<std::io::Error> = None;
     ops::dump(&dir, a.from, follow, |e| {
-        let r = if ui.json {
-            let doc = match &e.event {
-                Ok(ev) => json!({
-                    "lsn": e.lsn,
-                    "at": view::time(ev.at),
-                    "kind": agentlog::registry::tag::name(ev.kind.tag()),
-                    "event": ev.kind,
-                }),
-                Err(err) => json!({"lsn": e.lsn, "error": err.to_string()}),
-            };
-            output::json_line(w, &doc)
-        } else {
-            match &e.event {
-                Ok(ev) => {
-                    let d = ops::describe::describe(&ev.kind, e.lsn, None);
-                    let why = d.why.map(|y| format!("  ({y})")).unwrap_or_default();
-                    writeln!(w, "{:>8}  {}  {}{why}", e.lsn, ev.at, d.what)
-                }
-                Err(err) => writeln!(w, "{:>8}  undecodable: {err}", e.lsn),
-            }
-        };
+        let event = e
+            .event
+            .as_ref()
+            .map_err(|err| err as &dyn std::fmt::Display);
+        let r = log_entry(w, ui, e.lsn, event, e.origin);
         // Follow mode prints as events arrive.
         let r = r.and_then(|()| if follow.is_some() { w.flush() } else { Ok(()) });
         match r {
@@ -536,6 +580,44 @@ fn dump(w: &mut W, ui: &Ui, dir: PathBuf, a: args::LogCmd) -> Result<ExitCode> {
         return Err(e.into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line of `log`: JSON (with `origin` when the event records who asked
+/// for it) or `LSN  TIME  what  (why)  [uid U pid P]`.
+pub(super) fn log_entry(
+    w: &mut W,
+    ui: &Ui,
+    lsn: u64,
+    event: std::result::Result<&agentlog::registry::Event, &dyn std::fmt::Display>,
+    origin: Option<agentlog::registry::codec::Origin>,
+) -> std::io::Result<()> {
+    if ui.json {
+        let mut doc = match event {
+            Ok(ev) => json!({
+                "lsn": lsn,
+                "at": view::time(ev.at),
+                "kind": agentlog::registry::tag::name(ev.kind.tag()),
+                "event": ev.kind,
+            }),
+            Err(err) => json!({"lsn": lsn, "error": err.to_string()}),
+        };
+        if let Some(o) = origin {
+            doc["origin"] = json!(o);
+        }
+        output::json_line(w, &doc)
+    } else {
+        match event {
+            Ok(ev) => {
+                let d = ops::describe::describe(&ev.kind, lsn, None);
+                let why = d.why.map(|y| format!("  ({y})")).unwrap_or_default();
+                let by = origin
+                    .map(|o| format!("  [uid {} pid {}]", o.uid, o.pid))
+                    .unwrap_or_default();
+                writeln!(w, "{lsn:>8}  {}  {}{why}{by}", ev.at, d.what)
+            }
+            Err(err) => writeln!(w, "{lsn:>8}  undecodable: {err}"),
+        }
+    }
 }
 
 fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {

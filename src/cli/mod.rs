@@ -8,6 +8,7 @@ mod bench;
 mod commands;
 mod demo;
 pub mod output;
+mod remote;
 mod reports;
 mod view;
 
@@ -56,20 +57,24 @@ fn clap_error(e: clap::Error) -> ExitCode {
             ExitCode::from(e.exit_code().clamp(0, 255) as u8)
         }
         _ => {
-            // clap's message, without its usage block and tip, on one line.
-            let text = e.to_string();
-            let msg: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            let msg = msg.join(" ");
-            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            eprintln!("agentlog: {msg} (see --help)");
+            eprintln!("agentlog: {}", clap_message(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// clap's message, without its usage block and tip, on one line.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let msg: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let msg = msg.join(" ");
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    format!("{msg} (see --help)")
 }
 
 /// Prints `e` as one line and picks the exit code.
@@ -90,19 +95,4 @@ fn report(e: &anyhow::Error) -> ExitCode {
     }
 }
 
-/// The error and its causes on one line, `outer: inner`, leaving out a cause
-/// whose text the line already carries (many errors embed their source).
-fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let msg = cause.to_string();
-        if line.contains(&msg) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&msg);
-    }
-    line.replace('\n', "; ")
-}
+use agentlog::daemon::one_line;

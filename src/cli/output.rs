@@ -11,13 +11,15 @@ use std::io::{self, IsTerminal, Write};
 #[derive(Debug, Clone, Copy)]
 pub struct Ui {
     pub json: bool,
+    /// No progress bars or spinners whatever stderr is (inside the daemon).
+    pub quiet: bool,
 }
 
 impl Ui {
     /// A progress bar for `total` units of long work, or `None` when output is
     /// piped or `--json` is on.
     pub fn progress(&self, total: u64, what: &str) -> Option<ProgressBar> {
-        if self.json || !io::stderr().is_terminal() {
+        if self.json || self.quiet || !io::stderr().is_terminal() {
             return None;
         }
         let pb = ProgressBar::new(total);
@@ -33,7 +35,7 @@ impl Ui {
 impl Ui {
     /// A spinner for long work of unknown length (same rules as `progress`).
     pub fn spinner(&self, what: &str) -> Option<ProgressBar> {
-        if self.json || !io::stderr().is_terminal() {
+        if self.json || self.quiet || !io::stderr().is_terminal() {
             return None;
         }
         let pb = ProgressBar::new_spinner();
@@ -44,19 +46,23 @@ impl Ui {
 }
 
 /// Writes `value` as one pretty JSON document and a newline.
-pub fn json<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
+pub fn json<W: Write + ?Sized, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, value).map_err(io::Error::from)?;
     writeln!(w)
 }
 
 /// Writes `value` as one compact JSON line (for streams).
-pub fn json_line<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
+pub fn json_line<W: Write + ?Sized, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
     serde_json::to_writer(&mut *w, value).map_err(io::Error::from)?;
     writeln!(w)
 }
 
 /// A left-aligned text table; the last column is not padded.
-pub fn table<W: Write>(w: &mut W, headers: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+pub fn table<W: Write + ?Sized>(
+    w: &mut W,
+    headers: &[&str],
+    rows: &[Vec<String>],
+) -> io::Result<()> {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {

@@ -9,7 +9,6 @@ use agentlog::compact::CompactionReport;
 use agentlog::ops;
 use anyhow::Result;
 use serde_json::json;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -113,7 +112,12 @@ pub(super) fn human_bytes(n: u64) -> String {
 
 pub(super) fn compact(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Compact) -> Result<ExitCode> {
     let spinner = ui.spinner("compacting");
-    let rep = ops::compact(&dir, a.now, a.dry_run);
+    let copts = agentlog::compact::CompactOptions {
+        dry_run: a.dry_run,
+        ..Default::default()
+    };
+    let now = a.now.unwrap_or_else(agentlog::time::Timestamp::now);
+    let rep = super::commands::with_store(&dir, |s| Ok(s.compact(now, &copts)?));
     if let Some(s) = spinner {
         s.finish_and_clear();
     }

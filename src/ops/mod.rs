@@ -143,6 +143,11 @@ fn newest_snapshot(dir: &Path, r: &LogReader) -> Result<Option<(State, Lsn)>> {
 /// store resumes from its newest trusted snapshot. `create` allows a new
 /// store.
 pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
+    open_store_with(dir, create, StoreOptions::default())
+}
+
+/// [`open_store`] with explicit store options (e.g. a lock timeout).
+pub fn open_store_with(dir: &Path, create: bool, opts: StoreOptions) -> Result<Store> {
     if create {
         if dir.exists() && !dir.is_dir() {
             return Err(OpsError::NotADirectory(dir.to_path_buf()));
@@ -150,7 +155,7 @@ pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
     } else {
         require_store(dir)?;
     }
-    Ok(Store::open(dir, StoreOptions::default())?)
+    Ok(Store::open(dir, opts)?)
 }
 
 /// Opens the log of the store in `dir` read-only, refusing a damaged log.
@@ -260,6 +265,8 @@ pub fn current(dir: &Path, progress: &mut dyn Progress) -> Result<(State, Lsn)> 
 pub struct LogEntry {
     pub lsn: Lsn,
     pub event: std::result::Result<Event, DecodeError>,
+    /// Who asked for the event, when the daemon recorded it.
+    pub origin: Option<codec::Origin>,
 }
 
 /// Whether the dump goes on.
@@ -288,6 +295,7 @@ pub fn dump(
             let entry = LogEntry {
                 lsn: rec.lsn,
                 event: codec::decode(rec.payload),
+                origin: codec::origin(rec.payload),
             };
             if sink(&entry) == Flow::Stop {
                 return Ok(());
