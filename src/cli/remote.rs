@@ -38,8 +38,32 @@ const GLOBALS: [&str; 4] = ["dir", "json", "no_daemon", "lock_timeout"];
 const PATHS: [&str; 3] = ["out", "file", "export"];
 /// Methods an observer may call.
 const READ_ONLY: [&str; 7] = ["list", "get", "replay", "audit", "log", "verify", "stats"];
-/// Methods that only make sense for a direct, exclusive or local run.
-const DIRECT_ONLY: [&str; 4] = ["init", "repair", "demo", "bench"];
+/// Every operation method (PROTOCOL.md, "Methods"); `init`, `repair`,
+/// `demo` and `bench` run only directly.
+const METHODS: [&str; 22] = [
+    "register",
+    "heartbeat",
+    "status",
+    "update",
+    "remove",
+    "post",
+    "read",
+    "sessions.open",
+    "sessions.heartbeat",
+    "sessions.close",
+    "sweep",
+    "snapshot",
+    "export",
+    "import",
+    "compact",
+    "list",
+    "get",
+    "replay",
+    "audit",
+    "log",
+    "verify",
+    "stats",
+];
 
 /// Runs `command` through the daemon when one serves `dir`; `None` means
 /// run it directly.
@@ -161,7 +185,9 @@ fn argv_of(dir: &Path, method: &str, params: &Map<String, Value>) -> Result<Vec<
         "--dir".into(),
         dir.to_string_lossy().into_owned(),
     ];
-    if params.get("json") == Some(&Value::Bool(true)) {
+    // Structured results unless the CLI's text is asked for.
+    let text = params.get("render") == Some(&json!("text"));
+    if !text || params.get("json") == Some(&Value::Bool(true)) {
         argv.push("--json".into());
     }
     for part in method.split('.') {
@@ -215,13 +241,7 @@ struct CliDispatch {
 
 impl Dispatch for CliDispatch {
     fn knows(&self, method: &str) -> bool {
-        let top = method.split('.').next().unwrap_or_default();
-        if method == "get" {
-            return true;
-        }
-        !DIRECT_ONLY.contains(&top)
-            && !matches!(top, "serve" | "watch")
-            && argv_of(&self.dir, method, &Map::new()).is_ok()
+        METHODS.contains(&method)
     }
 
     fn read_only(&self, method: &str) -> bool {
@@ -327,12 +347,8 @@ fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
         export_path: Some(ops::registry_json(dir)),
         ..StoreOptions::default()
     };
-    let store = ops::open_store_with(dir, false, opts).with_context(|| {
-        format!(
-            "cannot serve {}: is a daemon (or another writer) already running?",
-            dir.display()
-        )
-    })?;
+    let store = ops::open_store_with(dir, false, opts)
+        .with_context(|| format!("cannot serve {}", dir.display()))?;
     let group = std::fs::metadata(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .permissions()

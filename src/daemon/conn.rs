@@ -11,6 +11,7 @@ use super::{code, ErrorReply, Peer, PROTOCOL_VERSION};
 use crate::store::with_origin;
 use crate::time::Timestamp;
 use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::unix::OwnedWriteHalf;
@@ -206,6 +207,8 @@ fn hello(shared: &Shared, peer: &Peer) -> Value {
         "pid": std::process::id(),
         "peer": peer,
         "writer": shared.access.may_write(peer),
+        "connections": shared.connections.load(Ordering::Relaxed),
+        "watchers_lagged": shared.lagged.load(Ordering::Relaxed),
     })
 }
 

@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub shutdown: watch::Receiver<bool>,
     pub store_id: String,
     pub connections: AtomicUsize,
+    /// Watchers that got `lagged` so far (reported by `hello`).
+    pub lagged: AtomicUsize,
 }
 
 /// Decrements the connection count when a connection task ends.
@@ -131,6 +133,7 @@ async fn run(
         committed: Notify::new(),
         shutdown,
         connections: AtomicUsize::new(0),
+        lagged: AtomicUsize::new(0),
     });
     let duties = start_duties(&shared);
     ready(path);

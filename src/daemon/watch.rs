@@ -243,6 +243,9 @@ async fn produce(
                 Ok(()) => {}
                 Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
                     *lagged.lock().unwrap_or_else(|e| e.into_inner()) = Some(resume);
+                    shared
+                        .lagged
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return;
                 }
                 Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
