@@ -255,7 +255,7 @@ fn graceful_shutdown_leaves_a_clean_store_and_a_fresh_registry_json() {
     // A client still connected when the daemon stops.
     let (status, err) = d.stop();
     assert!(status.success(), "serve exited {status}: {err}");
-    assert!(c.recv().map_or(true, |r| code(&r) == "shutting_down"));
+    assert!(c.recv().is_none_or(|r| code(&r) == "shutting_down"));
     assert!(!s.socket().exists(), "the socket is removed");
     let reg: Value =
         serde_json::from_slice(&std::fs::read(s.dir.join("registry.json")).unwrap()).unwrap();

@@ -133,6 +133,27 @@ thread_local! {
     static SERVED: std::cell::RefCell<Option<std::sync::Arc<Store>>> = const { std::cell::RefCell::new(None) };
 }
 
+thread_local! {
+    /// Error lines of a command run inside the daemon, for its reply.
+    static ERROR_LINES: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Prints `agentlog: <msg>` on stderr (the client's, when run by a daemon)
+/// for an outcome reported with an exit code rather than an error.
+fn error_line(msg: &str) {
+    let line = format!("agentlog: {msg}\n");
+    let kept = ERROR_LINES.with(|e| match e.borrow_mut().as_mut() {
+        Some(buf) => {
+            buf.push_str(&line);
+            true
+        }
+        None => false,
+    });
+    if !kept {
+        eprint!("{line}");
+    }
+}
+
 /// Runs `f` with [`with_store`] using `store` (a daemon's) instead of
 /// opening the store directory.
 pub(super) fn serving<R>(store: std::sync::Arc<Store>, f: impl FnOnce() -> R) -> R {
@@ -145,6 +166,16 @@ pub(super) fn serving<R>(store: std::sync::Arc<Store>, f: impl FnOnce() -> R) ->
     SERVED.with(|s| *s.borrow_mut() = Some(store));
     let _clear = Clear;
     f()
+}
+
+/// Runs `f` collecting what [`error_line`] prints; returns both.
+pub(super) fn capturing_errors<R>(f: impl FnOnce() -> R) -> (R, String) {
+    ERROR_LINES.with(|e| *e.borrow_mut() = Some(String::new()));
+    let r = f();
+    let lines = ERROR_LINES
+        .with(|e| e.borrow_mut().take())
+        .unwrap_or_default();
+    (r, lines)
 }
 
 fn commands_setup(cli: &Cli) {
@@ -681,10 +712,10 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     } else {
         let n = log.bad.len() + v.undecodable.len();
-        eprintln!(
-            "agentlog: log damaged: {n} bad record(s) in {}",
+        error_line(&format!(
+            "log damaged: {n} bad record(s) in {}",
             dir.display()
-        );
+        ));
         Ok(ExitCode::from(1))
     }
 }

@@ -111,6 +111,7 @@ fn call_and_print(
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())?;
             out.flush()?;
+            eprint!("{}", reply.result["stderr"].as_str().unwrap_or_default());
             Ok(ExitCode::from(reply.exit))
         }
         Err(ClientError::Server(e)) => {
@@ -268,8 +269,10 @@ impl Dispatch for CliDispatch {
             quiet: true,
         };
         let mut buf = Vec::new();
-        let ran = serving(store.clone(), || {
-            run_command(&mut buf, &ui, self.dir.clone(), cli.command)
+        let (ran, stderr) = commands::capturing_errors(|| {
+            serving(store.clone(), || {
+                run_command(&mut buf, &ui, self.dir.clone(), cli.command)
+            })
         });
         let code = match ran {
             Ok(code) => code,
@@ -283,7 +286,7 @@ impl Dispatch for CliDispatch {
         let exit = if code == ExitCode::SUCCESS { 0 } else { 1 };
         let text = String::from_utf8_lossy(&buf).into_owned();
         let result = if params.get("render") == Some(&json!("text")) {
-            json!({"text": text})
+            json!({"text": text, "stderr": stderr})
         } else if method == "log" {
             let lines: Result<Vec<Value>, _> = text.lines().map(serde_json::from_str).collect();
             lines.map(Value::Array).unwrap_or(json!({"text": text}))

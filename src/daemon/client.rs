@@ -49,7 +49,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the daemon serving the store in `dir`.
+    /// Connects to the daemon serving the store in `dir`. No socket file, a
+    /// path that is not a directory, or a socket nobody listens on (a daemon
+    /// that died) is [`ClientError::NoDaemon`].
     pub fn connect(dir: &Path) -> Result<Client, ClientError> {
         let path = super::socket_path(dir);
         let stream = match UnixStream::connect(&path) {
@@ -57,7 +59,9 @@ impl Client {
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                    io::ErrorKind::NotFound
+                        | io::ErrorKind::ConnectionRefused
+                        | io::ErrorKind::NotADirectory
                 ) =>
             {
                 return Err(ClientError::NoDaemon(dir.to_path_buf()))

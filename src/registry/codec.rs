@@ -54,7 +54,9 @@ pub fn origin(payload: &[u8]) -> Option<Origin> {
 }
 
 /// Tag (flag cleared), time, body and origin of a payload.
-fn split(payload: &[u8]) -> Result<(u8, Timestamp, &[u8], Option<Origin>), DecodeError> {
+type Parts<'a> = (u8, Timestamp, &'a [u8], Option<Origin>);
+
+fn split(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
     let (t, at) = decode_header(payload)?;
     if payload[0] & ORIGIN_FLAG == 0 {
         return Ok((t, at, &payload[HEADER_LEN..], None));
