@@ -572,18 +572,31 @@ fn audit(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Audit) -> Result<ExitCode> {
         let events: Vec<_> = lines.iter().map(view::audit_line).collect();
         output::json(w, &json!({"agent": a.name, "events": events}))?;
     } else {
+        // A BY column (who asked) once the daemon recorded any origin.
+        let by = lines.iter().any(|l| l.origin.is_some());
         let rows: Vec<_> = lines
             .iter()
             .map(|l| {
-                vec![
+                let mut row = vec![
                     l.at.to_string(),
                     l.lsn.to_string(),
                     output::clip(&l.what, 72),
                     l.why.clone().unwrap_or_default(),
-                ]
+                ];
+                if by {
+                    row.push(output::or_dash(
+                        l.origin.map(|o| format!("uid {} pid {}", o.uid, o.pid)),
+                    ));
+                }
+                row
             })
             .collect();
-        output::table(w, &["TIME", "LSN", "EVENT", "WHY"], &rows)?;
+        let headers: &[&str] = if by {
+            &["TIME", "LSN", "EVENT", "WHY", "BY"]
+        } else {
+            &["TIME", "LSN", "EVENT", "WHY"]
+        };
+        output::table(w, headers, &rows)?;
     }
     Ok(ExitCode::SUCCESS)
 }
