@@ -202,13 +202,15 @@ fn get_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
 /// The tag (origin flag cleared) and time of a payload, checking the tag is
 /// known.
 pub fn decode_header(payload: &[u8]) -> Result<(u8, Timestamp), DecodeError> {
-    let t = *payload.first().ok_or(DecodeError::Empty)? & !ORIGIN_FLAG;
+    let raw = *payload.first().ok_or(DecodeError::Empty)?;
+    let t = raw & !ORIGIN_FLAG;
     if t == 0 {
         return Err(DecodeError::ZeroTag);
     }
     if t > tag::MAX_KNOWN {
+        // The byte as written, so the message matches what older builds say.
         return Err(DecodeError::UnknownTag {
-            tag: t,
+            tag: raw,
             max: tag::MAX_KNOWN,
         });
     }
