@@ -10,6 +10,7 @@ mod bounded_decode;
 pub mod check;
 pub mod cluster;
 pub mod compact;
+pub mod daemon;
 pub mod error;
 pub mod export;
 pub mod files;

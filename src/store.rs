@@ -37,12 +37,14 @@ pub mod config;
 mod interop;
 mod read_only;
 mod replica;
+mod origin;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
 };
 pub use interop::ImportReport;
 pub use read_only::{ReadOnlyStore, ReadState};
+pub use origin::with_origin;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -351,10 +353,18 @@ impl Store {
             [] => Vec::new(),
             [e] => {
                 codec::encode_into(e, &mut g.buf);
+                origin::stamp(&mut g.buf);
                 vec![self.core.log.append(&g.buf, Durability::Lazy)?]
             }
             many => {
-                let payloads: Vec<Vec<u8>> = many.iter().map(codec::encode).collect();
+                let payloads: Vec<Vec<u8>> = many
+                    .iter()
+                    .map(|e| {
+                        let mut p = codec::encode(e);
+                        origin::stamp(&mut p);
+                        p
+                    })
+                    .collect();
                 let refs: Vec<&[u8]> = payloads.iter().map(Vec::as_slice).collect();
                 self.core
                     .log
@@ -431,6 +441,7 @@ impl Store {
             let slot = g.state.check_heartbeat(agent, pid)?;
             let g = &mut *g;
             codec::encode_heartbeat_into(&mut g.buf, at, agent, pid);
+            origin::stamp(&mut g.buf);
             let lsn = self.core.log.append(&g.buf, Durability::Lazy)?;
             g.state.apply_heartbeat_at(slot, lsn, at, pid);
             g.applied = lsn;

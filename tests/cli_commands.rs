@@ -314,6 +314,9 @@ fn sweep_expires_leases_and_audit_tells_the_story() {
 #[test]
 fn snapshot_export_import_and_stats() {
     let env = fleet();
+    // Counts the snapshot each direct write's clean close takes (a daemon
+    // snapshots on its triggers instead).
+    cli_support::direct_only(&env.dir);
     env.ok(&["heartbeat", "alice", "--at", &at("12:00:30")]);
     let snap = env.json(&["snapshot"]);
     assert_eq!(snap["lsn"], 3);
@@ -415,7 +418,8 @@ fn import_refuses_bad_files_and_changes_nothing() {
 #[test]
 fn a_second_writer_is_refused_naming_the_holder() {
     let env = fleet();
-    // Hold the writer lock from this process.
+    cli_support::direct_only(&env.dir); // this process is the writer here
+                                        // Hold the writer lock from this process.
     let store = agentlog::ops::open_store(&env.dir, false).unwrap();
     env.run(&["heartbeat", "alice"])
         .fails(1, &format!("pid {}", std::process::id()));
@@ -494,6 +498,7 @@ fn finished_fleet_file(env: &Env) -> std::path::PathBuf {
 fn a_snapshot_older_than_a_compaction_is_not_folded_with_the_compacted_log() {
     let env = Env::new();
     env.ok(&["init"]);
+    cli_support::direct_only(&env.dir); // the test compacts in-process
     let file = finished_fleet_file(&env);
     env.ok(&["import", file.to_str().unwrap()]);
     env.ok(&["snapshot"]);

@@ -89,13 +89,23 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Open the store directly even when a daemon serves it (a write then
+    /// waits for the daemon's lock, up to --lock-timeout)
+    #[arg(long, global = true)]
+    pub no_daemon: bool,
+
+    /// Seconds a direct writer waits for another writer's lock
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 5.0)]
+    pub lock_timeout: f64,
+
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create an empty store in DIR (mode 0700: private messages stay private)
+    /// Create an empty store in DIR (mode 0700: private messages stay private;
+    /// 0750 with --group)
     Init(Init),
     /// Register an agent (a renewal if the same live process registers again)
     Register(Register),
@@ -146,6 +156,10 @@ pub enum Command {
     Stats,
     /// Run a simulated fleet end to end and show the result
     Demo(Demo),
+    /// Serve the store to other processes over <DIR>/agentlog.sock (PROTOCOL.md)
+    Serve(Serve),
+    /// Stream events (or registry changes) from a running daemon
+    Watch(Watch),
     /// Benchmarks (in a temporary directory unless --dir is given)
     #[command(subcommand)]
     Bench(Bench),
@@ -157,9 +171,53 @@ pub struct Init {
     /// the log); fixed once set [default: 200]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_messages: Option<u32>,
-    /// Let the directory's group read the store (0750 / 0640 instead of 0700 / 0600)
-    #[arg(long)]
+    /// Let the directory's group read the store (0750 / 0640 instead of 0700 /
+    /// 0600) and observe through the daemon
+    #[arg(long, alias = "group-shared")]
     pub group: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct Serve {
+    /// Also let this uid write (repeatable); others only observe
+    #[arg(long, value_name = "UID")]
+    pub allow_uid: Vec<u32>,
+    /// Also let members of this gid write (repeatable)
+    #[arg(long, value_name = "GID")]
+    pub allow_gid: Vec<u32>,
+    /// Longest request line, bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_line: usize,
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Close connections idle this long
+    #[arg(long, value_name = "SECS", default_value_t = 300)]
+    pub idle_timeout: u64,
+    /// Items a watcher may have unsent before it gets `lagged`
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub watch_buffer: usize,
+    /// Seconds between sweeps (0: never)
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub sweep_every: u64,
+    /// Republish registry.json after a change at most this often, ms (0: never)
+    #[arg(long, value_name = "MS", default_value_t = 1000)]
+    pub publish_every_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct Watch {
+    /// First LSN to stream [default: only new events]
+    #[arg(long, value_name = "LSN")]
+    pub from: Option<u64>,
+    /// Only events concerning this agent
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Only these event kinds (the `kind` of `log --json`; repeatable)
+    #[arg(long, value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// Registry changes (added/updated/removed) instead of events
+    #[arg(long)]
+    pub changes: bool,
 }
 
 #[derive(Debug, Args)]

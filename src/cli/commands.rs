@@ -68,7 +68,11 @@ impl ops::Progress for Bar {
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
-    let ui = Ui { json: cli.json };
+    let ui = Ui {
+        json: cli.json,
+        quiet: false,
+    };
+    commands_setup(&cli);
     // The demo and the benchmarks write fresh stores: temporary ones unless
     // a directory is given explicitly; never the default ~/.agentlog.
     let command = match cli.command {
@@ -80,9 +84,29 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let dir = store_dir(cli.dir)?;
     // Files this command creates are no more open than the store allows.
     Sharing::of_dir(&dir).restrict_process_umask();
+    if let Some(code) = super::remote::try_daemon(&ui, &dir, &command, cli.no_daemon)? {
+        return Ok(code);
+    }
     let commits = commits_before_printing(&command);
     let mut out = output::Out::new(std::io::stdout().lock(), commits);
-    let w = &mut out;
+    let code = run_command(&mut out, &ui, dir, command)?;
+    out.flush()?;
+    if let Some(e) = out.failure() {
+        // The command committed before printing: exit 0 as it succeeded,
+        // and say on stderr exactly what was committed.
+        let text = String::from_utf8_lossy(out.transcript());
+        eprintln!(
+            "agentlog: warning: the command succeeded and was committed, but stdout failed ({e}); its output was:\n{}",
+            text.trim_end()
+        );
+    }
+    Ok(code)
+}
+
+/// Runs one store command, printing to `w` (stdout, or a daemon's reply
+/// buffer).
+pub(super) fn run_command(w: &mut W, ui: &Ui, dir: PathBuf, command: Command) -> Result<ExitCode> {
+    let ui = *ui;
     let code = match command {
         Command::Init(a) => init(w, &ui, dir, a)?,
         Command::Register(a) => register(w, &ui, dir, a)?,
@@ -125,17 +149,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Log(a) => dump(w, &ui, dir, a)?,
         Command::Verify => verify(w, &ui, dir)?,
         Command::Repair(a) => repair(w, &ui, dir, a)?,
+        Command::Serve(_) | Command::Watch(_) => unreachable!("handled by remote"),
     };
-    out.flush()?;
-    if let Some(e) = out.failure() {
-        // The command committed before printing: exit 0 as it succeeded,
-        // and say on stderr exactly what was committed.
-        let text = String::from_utf8_lossy(out.transcript());
-        eprintln!(
-            "agentlog: warning: the command succeeded and was committed, but stdout failed ({e}); its output was:\n{}",
-            text.trim_end()
-        );
-    }
     Ok(code)
 }
 
@@ -163,12 +178,81 @@ fn commits_before_printing(command: &Command) -> bool {
     )
 }
 
-pub(super) type W<'a> = output::Out<'a>;
+pub(super) type W<'a> = dyn Write + 'a;
 
-/// Opens the store (taking the writer lock), runs `f`, and closes it
-/// (syncing what `f` appended).
+thread_local! {
+    /// The store a daemon serves, while it runs a command on this thread.
+    static SERVED: std::cell::RefCell<Option<std::sync::Arc<Store>>> = const { std::cell::RefCell::new(None) };
+}
+
+thread_local! {
+    /// Error lines of a command run inside the daemon, for its reply.
+    static ERROR_LINES: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Prints `agentlog: <msg>` on stderr (the client's, when run by a daemon)
+/// for an outcome reported with an exit code rather than an error.
+fn error_line(msg: &str) {
+    let line = format!("agentlog: {msg}\n");
+    let kept = ERROR_LINES.with(|e| match e.borrow_mut().as_mut() {
+        Some(buf) => {
+            buf.push_str(&line);
+            true
+        }
+        None => false,
+    });
+    if !kept {
+        eprint!("{line}");
+    }
+}
+
+/// Runs `f` with [`with_store`] using `store` (a daemon's) instead of
+/// opening the store directory.
+pub(super) fn serving<R>(store: std::sync::Arc<Store>, f: impl FnOnce() -> R) -> R {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            SERVED.with(|s| s.borrow_mut().take());
+        }
+    }
+    SERVED.with(|s| *s.borrow_mut() = Some(store));
+    let _clear = Clear;
+    f()
+}
+
+/// Runs `f` collecting what [`error_line`] prints; returns both.
+pub(super) fn capturing_errors<R>(f: impl FnOnce() -> R) -> (R, String) {
+    ERROR_LINES.with(|e| *e.borrow_mut() = Some(String::new()));
+    let r = f();
+    let lines = ERROR_LINES
+        .with(|e| e.borrow_mut().take())
+        .unwrap_or_default();
+    (r, lines)
+}
+
+fn commands_setup(cli: &Cli) {
+    if cli.lock_timeout.is_finite() && cli.lock_timeout >= 0.0 {
+        set_lock_timeout(Duration::from_secs_f64(cli.lock_timeout));
+    }
+}
+
+/// How long a direct writer waits for the writer lock (`--lock-timeout`).
+static LOCK_TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+pub(super) fn set_lock_timeout(t: Duration) {
+    let _ = LOCK_TIMEOUT.set(t);
+}
+
+/// Opens the store (taking the writer lock, waiting up to `--lock-timeout`
+/// for another writer), runs `f`, and closes it (syncing what `f` appended).
+/// Inside a daemon, runs `f` on the daemon's store instead.
 pub(super) fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-    let store = ops::open_store(dir, false)?;
+    if let Some(store) = SERVED.with(|s| s.borrow().clone()) {
+        return f(&store);
+    }
+    let mut opts = agentlog::store::StoreOptions::default();
+    opts.log.lock_timeout = LOCK_TIMEOUT.get().copied();
+    let store = ops::open_store_with(dir, false, opts)?;
     let out = f(&store);
     let closed = store.close();
     let out = out?;
@@ -619,18 +703,31 @@ fn audit(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Audit) -> Result<ExitCode> {
         let events: Vec<_> = lines.iter().map(view::audit_line).collect();
         output::json(w, &json!({"agent": a.name, "events": events}))?;
     } else {
+        // A BY column (who asked) once the daemon recorded any origin.
+        let by = lines.iter().any(|l| l.origin.is_some());
         let rows: Vec<_> = lines
             .iter()
             .map(|l| {
-                vec![
+                let mut row = vec![
                     l.at.to_string(),
                     l.lsn.to_string(),
                     output::clip(&l.what, 72),
                     l.why.clone().unwrap_or_default(),
-                ]
+                ];
+                if by {
+                    row.push(output::or_dash(
+                        l.origin.map(|o| format!("uid {} pid {}", o.uid, o.pid)),
+                    ));
+                }
+                row
             })
             .collect();
-        output::table(w, &["TIME", "LSN", "EVENT", "WHY"], &rows)?;
+        let headers: &[&str] = if by {
+            &["TIME", "LSN", "EVENT", "WHY", "BY"]
+        } else {
+            &["TIME", "LSN", "EVENT", "WHY"]
+        };
+        output::table(w, headers, &rows)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -639,28 +736,11 @@ fn dump(w: &mut W, ui: &Ui, dir: PathBuf, a: args::LogCmd) -> Result<ExitCode> {
     let follow = a.follow.then_some(Duration::from_millis(100));
     let mut failed: Option<std::io::Error> = None;
     ops::dump(&dir, a.from, follow, |e| {
-        let r = if ui.json {
-            let doc = match &e.event {
-                Ok(ev) => json!({
-                    "lsn": e.lsn,
-                    "at": view::time(ev.at),
-                    "kind": agentlog::registry::tag::name(ev.kind.tag()),
-                    "event": ev.kind,
-                }),
-                Err(err) => json!({"lsn": e.lsn, "error": err.to_string()}),
-            };
-            output::json_line(w, &doc)
-        } else {
-            match &e.event {
-                Ok(ev) => {
-                    let d = ops::describe::describe(&ev.kind, e.lsn, None);
-                    let why = d.why.map(|y| format!("  ({y})")).unwrap_or_default();
-                    let line = format!("{}{why}", d.what);
-                    writeln!(w, "{:>8}  {}  {}", e.lsn, ev.at, output::escaped(&line))
-                }
-                Err(err) => writeln!(w, "{:>8}  undecodable: {err}", e.lsn),
-            }
-        };
+        let event = e
+            .event
+            .as_ref()
+            .map_err(|err| err as &dyn std::fmt::Display);
+        let r = log_entry(w, ui, e.lsn, event, e.origin);
         // Follow mode prints as events arrive.
         let r = r.and_then(|()| if follow.is_some() { w.flush() } else { Ok(()) });
         match r {
@@ -675,6 +755,45 @@ fn dump(w: &mut W, ui: &Ui, dir: PathBuf, a: args::LogCmd) -> Result<ExitCode> {
         return Err(e.into());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line of `log`: JSON (with `origin` when the event records who asked
+/// for it) or `LSN  TIME  what  (why)  [uid U pid P]`.
+pub(super) fn log_entry(
+    w: &mut W,
+    ui: &Ui,
+    lsn: u64,
+    event: std::result::Result<&agentlog::registry::Event, &dyn std::fmt::Display>,
+    origin: Option<agentlog::registry::codec::Origin>,
+) -> std::io::Result<()> {
+    if ui.json {
+        let mut doc = match event {
+            Ok(ev) => json!({
+                "lsn": lsn,
+                "at": view::time(ev.at),
+                "kind": agentlog::registry::tag::name(ev.kind.tag()),
+                "event": ev.kind,
+            }),
+            Err(err) => json!({"lsn": lsn, "error": err.to_string()}),
+        };
+        if let Some(o) = origin {
+            doc["origin"] = json!(o);
+        }
+        output::json_line(w, &doc)
+    } else {
+        match event {
+            Ok(ev) => {
+                let d = ops::describe::describe(&ev.kind, lsn, None);
+                let why = d.why.map(|y| format!("  ({y})")).unwrap_or_default();
+                let by = origin
+                    .map(|o| format!("  [uid {} pid {}]", o.uid, o.pid))
+                    .unwrap_or_default();
+                let line = format!("{}{why}", d.what);
+                writeln!(w, "{lsn:>8}  {}  {}{by}", ev.at, output::escaped(&line))
+            }
+            Err(err) => writeln!(w, "{lsn:>8}  undecodable: {err}"),
+        }
+    }
 }
 
 fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
@@ -758,10 +877,10 @@ fn verify(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
         Ok(ExitCode::SUCCESS)
     } else {
         let n = log.bad.len() + v.undecodable.len();
-        eprintln!(
-            "agentlog: log damaged: {n} bad record(s) in {}",
+        error_line(&format!(
+            "log damaged: {n} bad record(s) in {}",
             dir.display()
-        );
+        ));
         Ok(ExitCode::from(1))
     }
 }

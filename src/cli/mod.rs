@@ -10,6 +10,7 @@ mod check;
 mod commands;
 mod demo;
 pub mod output;
+mod remote;
 mod reports;
 mod view;
 
@@ -60,20 +61,24 @@ fn clap_error(e: clap::Error) -> ExitCode {
             ExitCode::from(e.exit_code().clamp(0, 255) as u8)
         }
         _ => {
-            // clap's message, without its usage block and tip, on one line.
-            let text = e.to_string();
-            let msg: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect();
-            let msg = msg.join(" ");
-            let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
-            eprintln!("agentlog: {msg} (see --help)");
+            eprintln!("agentlog: {}", clap_message(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// clap's message, without its usage block and tip, on one line.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let msg: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let msg = msg.join(" ");
+    let msg = msg.strip_prefix("error: ").unwrap_or(&msg);
+    format!("{msg} (see --help)")
 }
 
 /// Prints `e` as one line and picks the exit code.

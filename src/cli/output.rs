@@ -18,13 +18,15 @@ use std::io::{self, IsTerminal, Write};
 #[derive(Debug, Clone, Copy)]
 pub struct Ui {
     pub json: bool,
+    /// No progress bars or spinners whatever stderr is (inside the daemon).
+    pub quiet: bool,
 }
 
 impl Ui {
     /// A progress bar for `total` units of long work, or `None` when output is
     /// piped or `--json` is on.
     pub fn progress(&self, total: u64, what: &str) -> Option<ProgressBar> {
-        if self.json || !io::stderr().is_terminal() {
+        if self.json || self.quiet || !io::stderr().is_terminal() {
             return None;
         }
         let pb = ProgressBar::new(total);
@@ -40,7 +42,7 @@ impl Ui {
 impl Ui {
     /// A spinner for long work of unknown length (same rules as `progress`).
     pub fn spinner(&self, what: &str) -> Option<ProgressBar> {
-        if self.json || !io::stderr().is_terminal() {
+        if self.json || self.quiet || !io::stderr().is_terminal() {
             return None;
         }
         let pb = ProgressBar::new_spinner();
@@ -51,13 +53,13 @@ impl Ui {
 }
 
 /// Writes `value` as one pretty JSON document and a newline.
-pub fn json<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
+pub fn json<W: Write + ?Sized, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
     serde_json::to_writer_pretty(&mut *w, value).map_err(io::Error::from)?;
     writeln!(w)
 }
 
 /// Writes `value` as one compact JSON line (for streams).
-pub fn json_line<W: Write, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
+pub fn json_line<W: Write + ?Sized, T: Serialize + ?Sized>(w: &mut W, value: &T) -> io::Result<()> {
     serde_json::to_writer(&mut *w, value).map_err(io::Error::from)?;
     writeln!(w)
 }
@@ -93,7 +95,11 @@ pub fn escaped(s: &str) -> Cow<'_, str> {
 
 /// A left-aligned text table; the last column is not padded. Cells are
 /// [`escaped`].
-pub fn table<W: Write>(w: &mut W, headers: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
+pub fn table<W: Write + ?Sized>(
+    w: &mut W,
+    headers: &[&str],
+    rows: &[Vec<String>],
+) -> io::Result<()> {
     let rows: Vec<Vec<Cow<'_, str>>> = rows
         .iter()
         .map(|r| r.iter().map(|c| escaped(c)).collect())

@@ -9,7 +9,6 @@ use agentlog::compact::CompactionReport;
 use agentlog::ops;
 use anyhow::Result;
 use serde_json::json;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -119,7 +118,9 @@ pub(super) fn human_bytes(n: u64) -> String {
 pub(super) fn compact(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Compact) -> Result<ExitCode> {
     let spinner = ui.spinner("compacting");
     let clock = (!a.force_now).then(args::clock);
-    let rep = ops::compact(&dir, a.now, a.dry_run, clock);
+    let rep = super::commands::with_store(&dir, |s| {
+        Ok(ops::compact_store(s, a.now, a.dry_run, clock)?)
+    });
     if let Some(s) = spinner {
         s.finish_and_clear();
     }

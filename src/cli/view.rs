@@ -90,6 +90,9 @@ pub fn audit_line(l: &AuditLine) -> Value {
         v["last_at"] = time(run.last_at);
         v["last_lsn"] = json!(run.last_lsn);
     }
+    if let Some(o) = l.origin {
+        v["origin"] = json!(o);
+    }
     v
 }
 

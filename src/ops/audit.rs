@@ -29,6 +29,9 @@ pub struct AuditLine {
     pub why: Option<String>,
     /// Set on a collapsed heartbeat run (then `at`/`lsn` are its first).
     pub run: Option<HeartbeatRun>,
+    /// Who asked for the event (its first, for a run), when the daemon
+    /// recorded it.
+    pub origin: Option<crate::registry::codec::Origin>,
 }
 
 /// Collapses `(lsn, event)` pairs of one agent's history into audit lines.
@@ -64,6 +67,7 @@ pub fn collapse(agent: &str, history: impl IntoIterator<Item = (Lsn, Event)>) ->
             what: d.what,
             why: d.why,
             run: None,
+            origin: None,
         });
     }
     lines
@@ -79,7 +83,12 @@ pub fn audit(
     until: Option<Timestamp>,
 ) -> Result<Vec<AuditLine>> {
     let r = read_only(dir)?;
-    let history = history::scan_history(&r.view(), agent)?;
+    let mut origins = std::collections::HashMap::new();
+    let history = history::scan_history_with(&r.view(), agent, |lsn, payload| {
+        if let Some(o) = crate::registry::codec::origin(payload) {
+            origins.insert(lsn, o);
+        }
+    })?;
     if history.is_empty() {
         return Err(RegistryError::NotFound {
             agent: agent.to_string(),
@@ -89,7 +98,11 @@ pub fn audit(
     let window = history
         .into_iter()
         .filter(|(_, ev)| since.is_none_or(|s| ev.at >= s) && until.is_none_or(|u| ev.at <= u));
-    Ok(collapse(agent, window))
+    let mut lines = collapse(agent, window);
+    for l in &mut lines {
+        l.origin = origins.get(&l.lsn).copied();
+    }
+    Ok(lines)
 }
 
 #[cfg(test)]

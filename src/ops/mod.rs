@@ -104,6 +104,11 @@ pub fn require_store(dir: &Path) -> Result<()> {
 /// store resumes from its newest trusted snapshot. `create` allows a new
 /// store.
 pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
+    open_store_with(dir, create, StoreOptions::default())
+}
+
+/// [`open_store`] with explicit store options (e.g. a lock timeout).
+pub fn open_store_with(dir: &Path, create: bool, opts: StoreOptions) -> Result<Store> {
     if create {
         if dir.exists() && !dir.is_dir() {
             return Err(OpsError::NotADirectory(dir.to_path_buf()));
@@ -111,7 +116,7 @@ pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
     } else {
         require_store(dir)?;
     }
-    Ok(Store::open(dir, StoreOptions::default())?)
+    Ok(Store::open(dir, opts)?)
 }
 
 /// Opens the store in `dir` read-only (see [`ReadOnlyStore`]): damage is
@@ -224,6 +229,8 @@ pub fn current(dir: &Path, progress: &mut dyn Progress) -> Result<(State, Lsn)> 
 pub struct LogEntry {
     pub lsn: Lsn,
     pub event: std::result::Result<Event, DecodeError>,
+    /// Who asked for the event, when the daemon recorded it.
+    pub origin: Option<codec::Origin>,
 }
 
 /// Whether the dump goes on.
@@ -252,6 +259,7 @@ pub fn dump(
             let entry = LogEntry {
                 lsn: rec.lsn,
                 event: codec::decode(rec.payload),
+                origin: codec::origin(rec.payload),
             };
             if sink(&entry) == Flow::Stop {
                 return Ok(());
@@ -437,9 +445,23 @@ pub fn compact(
     clock: Option<Timestamp>,
 ) -> Result<crate::compact::CompactionReport> {
     let store = open_store(dir, false)?;
+    let report = compact_store(&store, now, dry_run, clock);
+    let closed = store.close();
+    let report = report?;
+    closed?;
+    Ok(report)
+}
+
+/// [`compact`] on an open store (the daemon's, or one the caller opened).
+pub fn compact_store(
+    store: &Store,
+    now: Option<Timestamp>,
+    dry_run: bool,
+    clock: Option<Timestamp>,
+) -> Result<crate::compact::CompactionReport> {
     let now = now.unwrap_or_else(Timestamp::now);
     if let (Some(clock), false) = (clock, dry_run) {
-        let last = last_event_time(&store)?;
+        let last = last_event_time(store)?;
         let latest = last.map_or(clock, |t| t.max(clock));
         if now.is_beyond(latest, MAX_FUTURE_SKEW_MS) {
             let last = last.map_or_else(|| "none".to_string(), |t| t.to_string());
@@ -455,11 +477,7 @@ pub fn compact(
         dry_run,
         ..Default::default()
     };
-    let report = store.compact(now, &copts);
-    let closed = store.close();
-    let report = report?;
-    closed?;
-    Ok(report)
+    Ok(store.compact(now, &copts)?)
 }
 
 /// The event time of the store's last record, if any.

@@ -8,6 +8,11 @@
 //! never panics: an unknown tag is "written by a newer agentlog", a body that
 //! does not decode (or leaves trailing bytes) names its tag. The byte layout
 //! is specified in FORMAT.md, section "Events".
+//!
+//! Origin trailer (format step of the daemon): a payload whose tag byte has
+//! [`ORIGIN_FLAG`] set ends with [`ORIGIN_LEN`] bytes naming who asked for
+//! the event (peer uid and pid, little-endian u32 each). Builds before it
+//! read such a tag as "written by a newer agentlog"; this build reads both.
 
 use super::events::{
     tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
@@ -20,6 +25,56 @@ use serde::Serialize;
 
 /// Bytes before the body: tag and event time.
 pub const HEADER_LEN: usize = 9;
+/// Tag-byte bit: the payload ends with an origin trailer.
+pub const ORIGIN_FLAG: u8 = 0x80;
+/// Length of the origin trailer: uid and pid, u32 little-endian each.
+pub const ORIGIN_LEN: usize = 8;
+
+/// Who asked for an event: the daemon's peer credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Origin {
+    pub uid: u32,
+    pub pid: u32,
+}
+
+/// Marks the encoded payload in `buf` as asked for by `origin`: sets the tag
+/// flag and appends the trailer.
+pub fn push_origin(buf: &mut Vec<u8>, origin: Origin) {
+    if let Some(t) = buf.first_mut() {
+        *t |= ORIGIN_FLAG;
+    }
+    buf.extend_from_slice(&origin.uid.to_le_bytes());
+    buf.extend_from_slice(&origin.pid.to_le_bytes());
+}
+
+/// The origin recorded in a payload, if any (a malformed payload has none;
+/// [`decode`] reports it).
+pub fn origin(payload: &[u8]) -> Option<Origin> {
+    split(payload).ok().and_then(|(_, _, _, o)| o)
+}
+
+/// Tag (flag cleared), time, body and origin of a payload.
+type Parts<'a> = (u8, Timestamp, &'a [u8], Option<Origin>);
+
+fn split(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
+    let (t, at) = decode_header(payload)?;
+    if payload[0] & ORIGIN_FLAG == 0 {
+        return Ok((t, at, &payload[HEADER_LEN..], None));
+    }
+    let Some(end) = payload
+        .len()
+        .checked_sub(ORIGIN_LEN)
+        .filter(|&e| e >= HEADER_LEN)
+    else {
+        return Err(body_err(t, "origin trailer truncated"));
+    };
+    let word = |i: usize| u32::from_le_bytes(payload[i..i + 4].try_into().expect("4 bytes"));
+    let origin = Origin {
+        uid: word(end),
+        pid: word(end + 4),
+    };
+    Ok((t, at, &payload[HEADER_LEN..end], Some(origin)))
+}
 
 /// Why a payload could not be turned into an [`Event`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -154,15 +209,18 @@ fn get_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
     Some(u64::from_le_bytes(le))
 }
 
-/// The tag and time of a payload, checking the tag is known.
+/// The tag (origin flag cleared) and time of a payload, checking the tag is
+/// known.
 pub fn decode_header(payload: &[u8]) -> Result<(u8, Timestamp), DecodeError> {
-    let t = *payload.first().ok_or(DecodeError::Empty)?;
+    let raw = *payload.first().ok_or(DecodeError::Empty)?;
+    let t = raw & !ORIGIN_FLAG;
     if t == 0 {
         return Err(DecodeError::ZeroTag);
     }
     if !tag::is_known(t) {
+        // The byte as written, so the message matches what older builds say.
         return Err(DecodeError::UnknownTag {
-            tag: t,
+            tag: raw,
             max: tag::MAX_KNOWN,
         });
     }
@@ -198,8 +256,7 @@ fn body<T: DeserializeOwned>(t: u8, bytes: &[u8]) -> Result<T, DecodeError> {
 
 /// Decodes a payload into an [`Event`].
 pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
-    let (t, at) = decode_header(payload)?;
-    let b = &payload[HEADER_LEN..];
+    let (t, at, b, _) = split(payload)?;
     let kind = match t {
         tag::AGENT_REGISTERED => {
             let (reg, kind): (Registration, RegistrationKind) = body(t, b)?;
@@ -285,11 +342,10 @@ pub struct HeartbeatRef<'a> {
 /// when the payload is another kind. Hand-written twin of the bincode
 /// decoder (the fold's hot path).
 pub fn decode_heartbeat(payload: &[u8]) -> Result<Option<HeartbeatRef<'_>>, DecodeError> {
-    let (t, at) = decode_header(payload)?;
+    let (t, at, b, _) = split(payload)?;
     if t != tag::HEARTBEAT {
         return Ok(None);
     }
-    let b = &payload[HEADER_LEN..];
     let bad = |what: &str| body_err(t, what);
     let mut pos = 0;
     let len = get_varint(b, &mut pos).ok_or_else(|| bad("bad agent name length"))?;
@@ -345,6 +401,7 @@ impl SubjectFilter {
         let Some(&t) = payload.first() else {
             return true;
         };
+        let t = t & !ORIGIN_FLAG;
         if !tag::is_known(t) || payload.len() < HEADER_LEN {
             return true;
         }
@@ -610,5 +667,38 @@ mod tests {
                 assert!(decode(&bytes[..n]).is_err());
             }
         }
+    }
+
+    #[test]
+    fn origin_trailer_round_trips_and_old_payloads_have_none() {
+        let o = Origin {
+            uid: 1000,
+            pid: 4242,
+        };
+        for e in samples() {
+            let plain = encode(&e);
+            assert_eq!(origin(&plain), None);
+            let mut stamped = plain.clone();
+            push_origin(&mut stamped, o);
+            assert_eq!(stamped[0], plain[0] | ORIGIN_FLAG);
+            assert_eq!(stamped.len(), plain.len() + ORIGIN_LEN);
+            assert_eq!(decode(&stamped).unwrap(), e);
+            assert_eq!(origin(&stamped), Some(o));
+            assert_eq!(decode_header(&stamped).unwrap().0, e.kind.tag());
+            if let Some(name) = e.kind.subject_agent() {
+                assert!(SubjectFilter::new(name).may_match(&stamped));
+            }
+        }
+        let mut hb = Vec::new();
+        encode_heartbeat_into(&mut hb, Timestamp(5), "w1", Some(7));
+        push_origin(&mut hb, o);
+        let r = decode_heartbeat(&hb).unwrap().unwrap();
+        assert_eq!((r.agent, r.pid), ("w1", Some(7)));
+        // A flagged payload too short for its trailer is reported, not misread.
+        let short = [tag::HEARTBEAT | ORIGIN_FLAG, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        assert!(decode(&short)
+            .unwrap_err()
+            .to_string()
+            .contains("origin trailer truncated"));
     }
 }

@@ -79,6 +79,16 @@ pub fn fold_view(
 
 /// Every event of `view` that concerns `agent`, in log order.
 pub fn scan_history(view: &LogView, agent: &str) -> Result<Vec<(Lsn, Event)>, ScanError> {
+    scan_history_with(view, agent, |_, _| {})
+}
+
+/// [`scan_history`], also handing `on_payload` the LSN and raw payload of
+/// every event kept (e.g. to read its origin trailer).
+pub fn scan_history_with(
+    view: &LogView,
+    agent: &str,
+    mut on_payload: impl FnMut(Lsn, &[u8]),
+) -> Result<Vec<(Lsn, Event)>, ScanError> {
     let filter = SubjectFilter::new(agent);
     let mut out = Vec::new();
     for rec in view.iter() {
@@ -91,6 +101,7 @@ pub fn scan_history(view: &LogView, agent: &str) -> Result<Vec<(Lsn, Event)>, Sc
             source,
         })?;
         if event.kind.concerns_agent(agent) {
+            on_payload(rec.lsn, rec.payload);
             out.push((rec.lsn, event));
         }
     }

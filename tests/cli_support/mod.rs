@@ -3,8 +3,92 @@
 
 #![allow(dead_code)] // each test crate uses a different part of the harness
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+
+/// `AGENTLOG_TEST_VIA_DAEMON=1` runs the CLI suites through a daemon: each
+/// test store gets `agentlog serve` once it exists, so every command goes
+/// through the socket; output and exit codes must not change.
+fn via_daemon() -> bool {
+    std::env::var_os("AGENTLOG_TEST_VIA_DAEMON").is_some_and(|v| v == "1")
+}
+
+/// The daemons this test process started, by store directory.
+static DAEMONS: Mutex<Option<HashMap<PathBuf, Child>>> = Mutex::new(None);
+
+/// Stores whose test needs the direct path (it holds the writer lock
+/// itself, or checks the snapshot each direct write's close takes).
+static DIRECT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Runs the rest of this test's commands on `dir` directly, even under
+/// `AGENTLOG_TEST_VIA_DAEMON`.
+pub fn direct_only(dir: &Path) {
+    stop_daemon(dir);
+    DIRECT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(dir.to_path_buf());
+}
+
+/// Starts a daemon for `dir` if the suites run through one, the store
+/// exists and none runs yet; waits until it answers.
+fn ensure_daemon(dir: &Path) {
+    if !via_daemon() || !dir.join("log").is_dir() {
+        return;
+    }
+    if DIRECT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|d| d == dir)
+    {
+        return;
+    }
+    let mut g = DAEMONS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = g.get_or_insert_with(HashMap::new);
+    if map.contains_key(dir) {
+        return;
+    }
+    let mut child = bin()
+        .arg("--dir")
+        .arg(dir)
+        .args(["serve", "--sweep-every", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn agentlog serve");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(dir.join("agentlog.sock")).is_err() {
+        // A store the daemon cannot open (damaged on purpose): the CLI
+        // then runs directly, as it would for a user.
+        if child.try_wait().expect("try_wait").is_some() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "daemon for {} did not start",
+            dir.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    map.insert(dir.to_path_buf(), child);
+}
+
+/// Stops the daemon of `dir` (SIGTERM: a clean shutdown), if one runs.
+pub fn stop_daemon(dir: &Path) {
+    let child = DAEMONS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .and_then(|m| m.remove(dir));
+    if let Some(mut c) = child {
+        let pid = rustix::process::Pid::from_raw(c.id() as i32).expect("pid");
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let _ = c.wait();
+    }
+}
 
 /// A temporary store directory and a way to run `agentlog --dir <it> …`.
 pub struct Env {
@@ -87,6 +171,12 @@ pub fn bin() -> Command {
     c
 }
 
+impl Drop for Env {
+    fn drop(&mut self) {
+        stop_daemon(&self.dir);
+    }
+}
+
 impl Env {
     /// A fresh temporary directory; the store lives in `<tmp>/store`.
     pub fn new() -> Env {
@@ -102,6 +192,11 @@ impl Env {
 
     /// Runs `agentlog --dir DIR ARGS…`.
     pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        if args.iter().any(|a| matches!(*a, "init" | "repair")) {
+            stop_daemon(dir); // direct-only commands
+        } else {
+            ensure_daemon(dir);
+        }
         let out = bin()
             .arg("--dir")
             .arg(dir)
@@ -158,6 +253,7 @@ pub fn assert_accepted(file: &Path) {
 /// Appends `events` (with their explicit times) to the log of the store at
 /// `dir`, the way the store does, for tests of the read-only commands.
 pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
+    stop_daemon(dir);
     use agentlog::log::{Durability, Log, LogOptions};
     let opts = LogOptions {
         segment_size: 4 << 20,

@@ -1,0 +1,500 @@
+//! The CLI and the daemon: `serve`, `watch`, the client side of every store
+//! command, and the [`Dispatch`] that runs a command inside the daemon.
+//!
+//! A command goes through the daemon when the store's socket answers and is
+//! run directly otherwise (`--no-daemon` forces direct). Both ways run the
+//! same command code: the client sends the subcommand's arguments as
+//! `params` (PROTOCOL.md) with `render: "text"`, the daemon parses them with
+//! the same clap grammar, runs the command on its open store with output to
+//! a buffer, and the client prints that buffer; so output, messages and exit
+//! codes are identical. A client never falls back to a direct write once
+//! connected: a busy daemon is waited for, not bypassed.
+
+use super::args::{self, Cli, Command};
+use super::commands::{self, run_command, serving};
+use super::output::{self, Ui};
+use super::{view, Usage};
+use agentlog::daemon::client::{Client, ClientError, WatchItem};
+use agentlog::daemon::{code, server, Dispatch, ErrorReply, Outcome, ServeOptions};
+use agentlog::model::Agent;
+use agentlog::ops;
+use agentlog::registry::codec::Origin;
+use agentlog::registry::{tag, Event, Lsn};
+use agentlog::store::{Store, StoreOptions};
+use anyhow::{Context, Result};
+use clap::parser::ValueSource;
+use clap::{ArgAction, CommandFactory, FromArgMatches};
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Global flags that are not a command's parameters.
+const GLOBALS: [&str; 4] = ["dir", "json", "no_daemon", "lock_timeout"];
+/// Parameters holding paths (made absolute before they travel).
+const PATHS: [&str; 3] = ["out", "file", "export"];
+/// Methods an observer may call.
+const READ_ONLY: [&str; 7] = ["list", "get", "replay", "audit", "log", "verify", "stats"];
+/// Every operation method (PROTOCOL.md, "Methods"); `init`, `repair`,
+/// `demo` and `bench` run only directly.
+const METHODS: [&str; 22] = [
+    "register",
+    "heartbeat",
+    "status",
+    "update",
+    "remove",
+    "post",
+    "read",
+    "sessions.open",
+    "sessions.heartbeat",
+    "sessions.close",
+    "sweep",
+    "snapshot",
+    "export",
+    "import",
+    "compact",
+    "list",
+    "get",
+    "replay",
+    "audit",
+    "log",
+    "verify",
+    "stats",
+];
+
+/// Runs `command` through the daemon when one serves `dir`; `None` means
+/// run it directly.
+pub(super) fn try_daemon(
+    ui: &Ui,
+    dir: &Path,
+    command: &Command,
+    no_daemon: bool,
+) -> Result<Option<ExitCode>> {
+    match command {
+        Command::Serve(a) => return serve(dir, a).map(Some),
+        Command::Watch(a) => return watch(ui, dir, a).map(Some),
+        Command::Init(_) | Command::Repair(_) | Command::Demo(_) | Command::Bench(_) => {
+            return Ok(None)
+        }
+        _ if no_daemon => return Ok(None),
+        _ => {}
+    }
+    let client = match Client::connect(dir) {
+        Ok(c) => c,
+        Err(ClientError::NoDaemon(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let (method, mut params) = this_invocation()?;
+    if let Command::Log(a) = command {
+        if a.follow {
+            return follow(ui, dir, client, a.from).map(Some);
+        }
+    }
+    params.insert("render".into(), json!("text"));
+    if ui.json {
+        params.insert("json".into(), json!(true));
+    }
+    Ok(Some(call_and_print(client, &method, params)?))
+}
+
+fn call_and_print(
+    mut client: Client,
+    method: &str,
+    params: Map<String, Value>,
+) -> Result<ExitCode> {
+    match client.call(method, Value::Object(params)) {
+        Ok(reply) => {
+            let text = reply.result["text"].as_str().unwrap_or_default();
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            eprint!("{}", reply.result["stderr"].as_str().unwrap_or_default());
+            Ok(ExitCode::from(reply.exit))
+        }
+        Err(ClientError::Server(e)) => {
+            eprintln!("agentlog: {}", e.message);
+            Ok(ExitCode::from(e.exit))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The method and parameters of this process's own command line.
+fn this_invocation() -> Result<(String, Map<String, Value>)> {
+    let root = Cli::command();
+    let m = root.clone().try_get_matches_from(std::env::args_os())?;
+    let (mut cmd, mut m, mut path) = (&root, &m, Vec::new());
+    while let Some((name, sub)) = m.subcommand() {
+        cmd = cmd
+            .find_subcommand(name)
+            .expect("clap matched this subcommand");
+        path.push(name.to_string());
+        m = sub;
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let mut params = Map::new();
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        if GLOBALS.contains(&id) || matches!(id, "help" | "version") {
+            continue;
+        }
+        if !matches!(
+            m.value_source(id),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        ) {
+            continue;
+        }
+        let value = if matches!(arg.get_action(), ArgAction::SetTrue) {
+            json!(true)
+        } else {
+            let raw: Vec<String> = m
+                .get_raw(id)
+                .into_iter()
+                .flatten()
+                .map(|v| {
+                    let v = v
+                        .to_str()
+                        .ok_or_else(|| Usage(format!("--{id}: not UTF-8")))?;
+                    Ok(if PATHS.contains(&id) && Path::new(v).is_relative() {
+                        cwd.join(v).to_string_lossy().into_owned()
+                    } else {
+                        v.to_string()
+                    })
+                })
+                .collect::<Result<_>>()?;
+            if matches!(arg.get_action(), ArgAction::Append) {
+                json!(raw)
+            } else {
+                json!(raw.into_iter().next().unwrap_or_default())
+            }
+        };
+        params.insert(id.to_string(), value);
+    }
+    Ok((path.join("."), params))
+}
+
+/// The command line that `method` with `params` stands for.
+fn argv_of(dir: &Path, method: &str, params: &Map<String, Value>) -> Result<Vec<String>, String> {
+    let mut root = Cli::command();
+    root.build(); // assigns positional indices
+    let mut cmd = &root;
+    let mut argv = vec![
+        "agentlog".to_string(),
+        "--dir".into(),
+        dir.to_string_lossy().into_owned(),
+    ];
+    // Structured results unless the CLI's text is asked for.
+    let text = params.get("render") == Some(&json!("text"));
+    if !text || params.get("json") == Some(&Value::Bool(true)) {
+        argv.push("--json".into());
+    }
+    for part in method.split('.') {
+        cmd = cmd
+            .find_subcommand(part)
+            .ok_or_else(|| format!("unknown method `{method}`"))?;
+        argv.push(part.to_string());
+    }
+    let mut positionals: Vec<(usize, Vec<String>)> = Vec::new();
+    for (key, value) in params {
+        if matches!(key.as_str(), "render" | "json") {
+            continue;
+        }
+        let arg = cmd
+            .get_arguments()
+            .find(|a| a.get_id().as_str() == key && !GLOBALS.contains(&key.as_str()))
+            .ok_or_else(|| format!("unknown parameter `{key}` for `{method}`"))?;
+        let values: Vec<String> = match value {
+            Value::Array(vs) => vs.iter().map(scalar).collect(),
+            v => vec![scalar(v)],
+        };
+        if let Some(i) = arg.get_index() {
+            positionals.push((i, values));
+        } else if matches!(arg.get_action(), ArgAction::SetTrue) {
+            if value != &Value::Bool(false) {
+                argv.push(format!("--{}", arg.get_long().unwrap_or(key)));
+            }
+        } else {
+            for v in values {
+                argv.push(format!("--{}={v}", arg.get_long().unwrap_or(key)));
+            }
+        }
+    }
+    positionals.sort();
+    argv.push("--".into());
+    argv.extend(positionals.into_iter().flat_map(|(_, v)| v));
+    Ok(argv)
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The daemon side: CLI commands against the served store.
+struct CliDispatch {
+    dir: PathBuf,
+}
+
+impl Dispatch for CliDispatch {
+    fn knows(&self, method: &str) -> bool {
+        METHODS.contains(&method)
+    }
+
+    fn read_only(&self, method: &str) -> bool {
+        READ_ONLY.contains(&method)
+    }
+
+    fn call(&self, store: &Arc<Store>, method: &str, params: &Map<String, Value>) -> Outcome {
+        if method == "get" {
+            return get(store, params);
+        }
+        let usage = |msg: String| ErrorReply::new(code::USAGE, msg, 2);
+        if method == "log" && params.get("follow").is_some_and(|f| f != &json!(false)) {
+            return Err(usage(
+                "log: `follow` is not a request: use the `watch` method".into(),
+            ));
+        }
+        let argv = argv_of(&self.dir, method, params).map_err(usage)?;
+        let cli = Cli::command()
+            .try_get_matches_from(&argv)
+            .and_then(|m| Cli::from_arg_matches(&m))
+            .map_err(|e| usage(super::clap_message(&e)))?;
+        let ui = Ui {
+            json: cli.json,
+            quiet: true,
+        };
+        let mut buf = Vec::new();
+        let (ran, stderr) = commands::capturing_errors(|| {
+            serving(store.clone(), || {
+                run_command(&mut buf, &ui, self.dir.clone(), cli.command)
+            })
+        });
+        let code = match ran {
+            Ok(code) => code,
+            Err(e) => {
+                return Err(ErrorReply::from_error(
+                    &e,
+                    e.downcast_ref::<Usage>().is_some(),
+                ))
+            }
+        };
+        let exit = if code == ExitCode::SUCCESS { 0 } else { 1 };
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let result = if params.get("render") == Some(&json!("text")) {
+            json!({"text": text, "stderr": stderr})
+        } else if method == "log" {
+            let lines: Result<Vec<Value>, _> = text.lines().map(serde_json::from_str).collect();
+            lines.map(Value::Array).unwrap_or(json!({"text": text}))
+        } else {
+            serde_json::from_str(&text).unwrap_or(json!({"text": text}))
+        };
+        Ok((result, exit))
+    }
+
+    fn event_json(&self, lsn: Lsn, event: &Event, origin: Option<Origin>) -> Value {
+        event_doc(lsn, event, origin)
+    }
+
+    fn agent_json(&self, agent: &Agent) -> Value {
+        view::agent(agent)
+    }
+}
+
+/// `get`: one agent's row (`list --json`'s form), from the served state.
+fn get(store: &Store, params: &Map<String, Value>) -> Outcome {
+    let name = match (params.get("name"), params.len()) {
+        (Some(Value::String(n)), 1) => n,
+        _ => {
+            let msg = "get takes exactly one parameter, `name` (a string)";
+            return Err(ErrorReply::new(code::USAGE, msg, 2));
+        }
+    };
+    store
+        .with_state(|s, _| s.agent(name).map(view::agent))
+        .map(|row| (row, 0))
+        .ok_or_else(|| {
+            let msg = format!("agent `{name}` is not registered");
+            ErrorReply::new(code::NOT_FOUND, msg, 1)
+        })
+}
+
+/// An event as `log --json` prints it, plus its one-line description (what
+/// `log` prints) and, when recorded, who asked for it.
+fn event_doc(lsn: Lsn, ev: &Event, origin: Option<Origin>) -> Value {
+    let d = ops::describe::describe(&ev.kind, lsn, None);
+    let mut doc = json!({
+        "lsn": lsn,
+        "at": view::time(ev.at),
+        "kind": tag::name(ev.kind.tag()),
+        "event": ev.kind,
+        "what": d.what,
+        "why": d.why,
+    });
+    if let Some(o) = origin {
+        doc["origin"] = json!(o);
+    }
+    doc
+}
+
+/// `agentlog serve`.
+fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
+    // Request times come from the clients (`--at`, their AGENTLOG_NOW), never
+    // from the daemon's environment. Done before any thread starts.
+    std::env::remove_var("AGENTLOG_NOW");
+    let opts = StoreOptions {
+        export_path: Some(ops::registry_json(dir)),
+        ..StoreOptions::default()
+    };
+    let store = ops::open_store_with(dir, false, opts)
+        .with_context(|| format!("cannot serve {}", dir.display()))?;
+    let group = std::fs::metadata(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .permissions()
+        .mode()
+        & 0o070
+        != 0;
+    let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
+    let sopts = ServeOptions {
+        max_line: a.max_line,
+        max_connections: a.max_connections,
+        idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
+        watch_buffer: a.watch_buffer,
+        sweep_every: secs(a.sweep_every),
+        publish_every: (a.publish_every_ms > 0).then(|| Duration::from_millis(a.publish_every_ms)),
+        allow_uids: a.allow_uid.clone(),
+        allow_gids: a.allow_gid.clone(),
+        socket_mode: if group { 0o660 } else { 0o600 },
+        ..ServeOptions::default()
+    };
+    let dispatch = Arc::new(CliDispatch {
+        dir: dir.to_path_buf(),
+    });
+    server::serve(store, dispatch, sopts, |path| {
+        println!(
+            "agentlog serve: listening on {} (pid {})",
+            path.display(),
+            std::process::id()
+        );
+        let _ = std::io::stdout().flush();
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Connects to the daemon of `dir` for a command that needs one.
+fn need_daemon(dir: &Path, what: &str) -> Result<Client> {
+    match Client::connect(dir) {
+        Ok(c) => Ok(c),
+        Err(ClientError::NoDaemon(_)) => Err(anyhow::anyhow!(
+            "{what} needs a running daemon: no daemon serves {} (start `agentlog serve`)",
+            dir.display()
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `agentlog watch`: prints the stream; after `lagged`, resumes where it
+/// left off on a new connection, so nothing is missed or repeated.
+fn watch(ui: &Ui, dir: &Path, a: &args::Watch) -> Result<ExitCode> {
+    let mut from = a.from;
+    loop {
+        let client = need_daemon(dir, "watch")?;
+        let mut params = json!({"changes": a.changes});
+        if let Some(f) = from {
+            params["from"] = json!(f);
+        }
+        if let Some(ag) = &a.agent {
+            params["agent"] = json!(ag);
+        }
+        if !a.kind.is_empty() {
+            params["kinds"] = json!(a.kind);
+        }
+        match stream(ui, client, params, false)? {
+            Some(resume) => from = Some(resume),
+            None => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+/// `log --follow` with a daemon: the same lines as the direct path, from a
+/// watch (resumed after `lagged`).
+fn follow(ui: &Ui, dir: &Path, client: Client, from: u64) -> Result<ExitCode> {
+    let mut from = from.max(1);
+    let mut client = Some(client);
+    loop {
+        let c = match client.take() {
+            Some(c) => c,
+            None => need_daemon(dir, "log --follow")?,
+        };
+        match stream(ui, c, json!({"from": from}), true)? {
+            Some(resume) => from = resume,
+            None => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+/// Prints a watch stream; returns the LSN to resume from after `lagged`, or
+/// `None` when the daemon ended it. `as_log` prints events as `log` does.
+fn stream(ui: &Ui, client: Client, params: Value, as_log: bool) -> Result<Option<u64>> {
+    let mut out = std::io::stdout().lock();
+    for item in client.watch(params)? {
+        match item? {
+            WatchItem::Lagged(resume) => return Ok(Some(resume)),
+            WatchItem::Event(e) if as_log => {
+                let lsn = e["lsn"].as_u64().unwrap_or(0);
+                let at = e["at"]
+                    .as_str()
+                    .and_then(|t| agentlog::time::Timestamp::parse_rfc3339(t).ok());
+                let kind = serde_json::from_value(e["event"].clone());
+                let origin = serde_json::from_value(e["origin"].clone()).ok();
+                let event = match (at, kind) {
+                    (Some(at), Ok(kind)) => Ok(Event { at, kind }),
+                    (_, Err(err)) => Err(err.to_string()),
+                    (None, _) => Err("event without a valid time".to_string()),
+                };
+                commands::log_entry(
+                    &mut out,
+                    ui,
+                    lsn,
+                    event.as_ref().map_err(|e| e as &dyn std::fmt::Display),
+                    origin,
+                )?;
+            }
+            WatchItem::Event(e) if ui.json => output::json_line(&mut out, &json!({"event": e}))?,
+            WatchItem::Event(e) => {
+                let why = e["why"]
+                    .as_str()
+                    .map(|y| format!("  ({y})"))
+                    .unwrap_or_default();
+                let lsn = e["lsn"].as_u64().unwrap_or(0);
+                writeln!(
+                    out,
+                    "{lsn:>8}  {}  {}{why}",
+                    scalar(&e["at"]),
+                    scalar(&e["what"])
+                )?;
+            }
+            WatchItem::Change(c) if ui.json => output::json_line(&mut out, &json!({"change": c}))?,
+            WatchItem::Change(c) => writeln!(
+                out,
+                "{:>8}  {:<8} {}",
+                c["lsn"].as_u64().unwrap_or(0),
+                scalar(&c["type"]),
+                scalar(&c["agent"])
+            )?,
+            WatchItem::Error(e) if ui.json => output::json_line(&mut out, &json!({"error": e}))?,
+            WatchItem::Error(e) => writeln!(
+                out,
+                "{:>8}  undecodable: {}",
+                e["lsn"].as_u64().unwrap_or(0),
+                scalar(&e["message"])
+            )?,
+        }
+        out.flush()?;
+    }
+    Ok(None)
+}

@@ -1,0 +1,61 @@
+//! Who may write (SPEC §6): the daemon's own uid, root, and the uids and
+//! gids `serve` was told to allow; every other peer is an observer that may
+//! only call read-only methods.
+
+use super::Peer;
+
+/// The write policy of one daemon.
+#[derive(Debug, Clone)]
+pub struct Access {
+    owner_uid: u32,
+    uids: Vec<u32>,
+    gids: Vec<u32>,
+}
+
+impl Access {
+    pub fn new(owner_uid: u32, uids: Vec<u32>, gids: Vec<u32>) -> Self {
+        Access {
+            owner_uid,
+            uids,
+            gids,
+        }
+    }
+
+    /// Whether `peer` may append.
+    pub fn may_write(&self, peer: &Peer) -> bool {
+        peer.uid == 0
+            || peer.uid == self.owner_uid
+            || self.uids.contains(&peer.uid)
+            || self.gids.contains(&peer.gid)
+    }
+
+    /// The message of the `forbidden` error.
+    pub fn refusal(&self, peer: &Peer, method: &str) -> String {
+        format!(
+            "`{method}` writes, and uid {} (gid {}) may only observe this store: the daemon \
+             allows writes from uid {} and root (serve --allow-uid/--allow-gid widen that)",
+            peer.uid, peer.gid, self.owner_uid
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_root_and_allowed_write_others_observe() {
+        let a = Access::new(1000, vec![1001], vec![50]);
+        let p = |uid, gid| Peer {
+            uid,
+            gid,
+            pid: None,
+        };
+        assert!(a.may_write(&p(1000, 1)));
+        assert!(a.may_write(&p(0, 0)));
+        assert!(a.may_write(&p(1001, 1)));
+        assert!(a.may_write(&p(2000, 50)));
+        assert!(!a.may_write(&p(2000, 51)));
+        assert!(a.refusal(&p(2000, 51), "heartbeat").contains("uid 2000"));
+    }
+}

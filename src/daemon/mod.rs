@@ -1,0 +1,188 @@
+//! The writer daemon (`agentlog serve`) and its protocol (PROTOCOL.md).
+//!
+//! One process owns the [`Store`] (and its writer lock) and serves
+//! newline-delimited JSON over a Unix socket in the store directory:
+//! [`server`] binds the socket and runs the periodic duties and the graceful
+//! shutdown, [`conn`] runs one connection's requests in order, [`frame`]
+//! splits lines under a length limit, [`access`] decides who may write,
+//! [`watch`] streams the log, and [`client`] is the blocking client. The
+//! operation methods themselves are supplied by a [`Dispatch`] (the CLI's
+//! commands, so a reply is what the CLI would print).
+//!
+//! Invariants: responses on a connection come in request order; a durable
+//! write is answered only after the fsync that covers it (blocking calls run
+//! on tokio's blocking pool, so concurrent connections share fsyncs through
+//! the log's group commit); nothing a client does blocks the writer.
+
+pub mod access;
+pub mod client;
+pub mod conn;
+pub mod frame;
+pub mod server;
+pub mod watch;
+
+use crate::model::Agent;
+use crate::registry::codec::Origin;
+use crate::registry::{Event, Lsn};
+use crate::store::Store;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The protocol version `hello` reports.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// The socket's file name in the store directory.
+pub const SOCKET_NAME: &str = "agentlog.sock";
+
+/// The socket of the store in `dir`.
+pub fn socket_path(dir: &Path) -> PathBuf {
+    dir.join(SOCKET_NAME)
+}
+
+/// Stable error codes (PROTOCOL.md, "Errors").
+pub mod code {
+    pub const PARSE_ERROR: &str = "parse_error";
+    pub const BAD_REQUEST: &str = "bad_request";
+    pub const UNKNOWN_METHOD: &str = "unknown_method";
+    pub const USAGE: &str = "usage";
+    pub const FORBIDDEN: &str = "forbidden";
+    pub const REFUSED: &str = "refused";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const FAILED: &str = "failed";
+    pub const LINE_TOO_LONG: &str = "line_too_long";
+    pub const TOO_MANY_CONNECTIONS: &str = "too_many_connections";
+    pub const IDLE_TIMEOUT: &str = "idle_timeout";
+    pub const SHUTTING_DOWN: &str = "shutting_down";
+}
+
+/// An error reply: stable code, the CLI's message, the CLI's exit status.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ErrorReply {
+    pub code: String,
+    pub message: String,
+    pub exit: u8,
+}
+
+impl ErrorReply {
+    pub fn new(code: &str, message: impl Into<String>, exit: u8) -> Self {
+        ErrorReply {
+            code: code.to_string(),
+            message: message.into(),
+            exit,
+        }
+    }
+
+    /// The reply for a failed operation: `usage` (exit 2) when `usage` says
+    /// so, `refused` when the registry refused it, else `failed`; the message
+    /// is [`one_line`].
+    pub fn from_error(e: &anyhow::Error, usage: bool) -> Self {
+        let refused = e.chain().any(|c| {
+            c.downcast_ref::<crate::registry::RegistryError>().is_some()
+                || matches!(
+                    c.downcast_ref::<crate::store::StoreError>(),
+                    Some(crate::store::StoreError::Registry(_))
+                )
+        });
+        let (code, exit) = match (usage, refused) {
+            (true, _) => (code::USAGE, 2),
+            (false, true) => (code::REFUSED, 1),
+            (false, false) => (code::FAILED, 1),
+        };
+        ErrorReply::new(code, one_line(e), exit)
+    }
+}
+
+/// The outcome of an operation method: a result and the CLI's exit status
+/// for it (non-zero only for a report of damage), or an error.
+pub type Outcome = Result<(Value, u8), ErrorReply>;
+
+/// The error and its causes on one line, `outer: inner`, leaving out a cause
+/// whose text the line already carries (many errors embed their source). The
+/// CLI prints exactly this after `agentlog: `.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let msg = cause.to_string();
+        if line.contains(&msg) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&msg);
+    }
+    line.replace('\n', "; ")
+}
+
+/// The peer of a connection (SO_PEERCRED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<u32>,
+}
+
+impl Peer {
+    /// The origin recorded on the events this peer asks for.
+    pub fn origin(&self) -> Origin {
+        Origin {
+            uid: self.uid,
+            pid: self.pid.unwrap_or(0),
+        }
+    }
+}
+
+/// The operation methods and the JSON forms of events and rows, supplied by
+/// the application (the CLI), so replies match its `--json` output.
+pub trait Dispatch: Send + Sync + 'static {
+    /// Whether `method` is an operation method.
+    fn knows(&self, method: &str) -> bool;
+    /// Whether `method` only reads (an observer may call it).
+    fn read_only(&self, method: &str) -> bool;
+    /// Runs `method` against the store (blocking; called on a blocking
+    /// thread, inside [`crate::store::with_origin`] for writes).
+    fn call(&self, store: &Arc<Store>, method: &str, params: &Map<String, Value>) -> Outcome;
+    /// An event as `watch` sends it (`log --json`'s object).
+    fn event_json(&self, lsn: Lsn, event: &Event, origin: Option<Origin>) -> Value;
+    /// An agent row as `watch` changes carry it (`list --json`'s row).
+    fn agent_json(&self, agent: &Agent) -> Value;
+}
+
+/// Settings of `agentlog serve`.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Longest request line accepted (bytes).
+    pub max_line: usize,
+    pub max_connections: usize,
+    /// Close a connection with no request for this long (not while watching).
+    pub idle_timeout: Duration,
+    /// Items a watcher may have unsent before it gets `lagged`.
+    pub watch_buffer: usize,
+    pub sweep_every: Option<Duration>,
+    /// Republish `registry.json` after a change at most this often.
+    pub publish_every: Option<Duration>,
+    pub compact_every: Option<Duration>,
+    /// Uids and gids allowed to write besides the daemon's uid and root.
+    pub allow_uids: Vec<u32>,
+    pub allow_gids: Vec<u32>,
+    /// Socket mode (0o600; 0o660 for a group-shared store).
+    pub socket_mode: u32,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            max_line: 1 << 20,
+            max_connections: 4096,
+            idle_timeout: Duration::from_secs(300),
+            watch_buffer: 4096,
+            sweep_every: Some(Duration::from_secs(5)),
+            publish_every: Some(Duration::from_secs(1)),
+            compact_every: Some(Duration::from_secs(10)),
+            allow_uids: Vec::new(),
+            allow_gids: Vec::new(),
+            socket_mode: 0o600,
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! The daemon's life: bind the socket (replacing a stale one), accept
+//! connections up to the limit, run the periodic duties (sweep on the clock,
+//! debounced `registry.json` publication, auto-compaction; snapshots are the
+//! store's own thread), and shut down gracefully on SIGTERM/SIGINT: stop
+//! accepting, let connections finish the request in hand, sync, export,
+//! remove the socket, then close the store (snapshot, release the lock).
+//!
+//! The caller opens the store first, so the writer lock is held before the
+//! socket is touched: a socket file found then is stale by construction (its
+//! daemon no longer holds the lock) and is replaced, never trusted.
+
+use super::access::Access;
+use super::{code, conn, Dispatch, ErrorReply, ServeOptions};
+use crate::compact::{AutoCompactor, AutoPolicy, CompactOptions};
+use crate::registry::codec::Origin;
+use crate::registry::ProcProbe;
+use crate::store::{with_origin, Store};
+use crate::time::Timestamp;
+use anyhow::Context;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::UnixListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{watch, Notify};
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    pub store: Arc<Store>,
+    pub dispatch: Arc<dyn Dispatch>,
+    pub opts: ServeOptions,
+    pub access: Access,
+    /// Woken after every write, so watchers read the new records.
+    pub committed: Notify,
+    /// Becomes `true` when the daemon starts shutting down.
+    pub shutdown: watch::Receiver<bool>,
+    pub store_id: String,
+    pub connections: AtomicUsize,
+    /// Watchers that got `lagged` so far (reported by `hello`).
+    pub lagged: AtomicUsize,
+}
+
+/// Decrements the connection count when a connection task ends.
+struct Counted(Arc<Shared>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// `"<dev>:<ino>"` of the store directory.
+fn store_id(dir: &Path) -> std::io::Result<String> {
+    let m = std::fs::metadata(dir)?;
+    Ok(format!("{}:{}", m.dev(), m.ino()))
+}
+
+/// Binds the socket of `dir`, replacing a stale file (the caller holds the
+/// writer lock, so no live daemon owns it), with mode `mode`.
+fn bind(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
+    match std::fs::remove_file(path) {
+        Ok(()) => tracing::warn!("replaced the stale socket {}", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("removing stale socket {}", path.display()))
+        }
+    }
+    let listener =
+        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("setting the mode of {}", path.display()))?;
+    Ok(listener)
+}
+
+/// Serves `store` until SIGTERM or SIGINT; then shuts down gracefully and
+/// closes the store. `ready` is called with the socket path once it accepts.
+pub fn serve(
+    store: Store,
+    dispatch: Arc<dyn Dispatch>,
+    opts: ServeOptions,
+    ready: impl FnOnce(&Path),
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("agentlog-serve")
+        .build()
+        .context("starting the tokio runtime")?;
+    let dir = store.dir().to_path_buf();
+    let path = super::socket_path(&dir);
+    let store = Arc::new(store);
+    let served = rt.block_on(run(store.clone(), dispatch, opts, &path, ready));
+    drop(rt); // joins the blocking pool: no request still holds the store
+              // Remove the socket while the lock is still held, so a daemon started
+              // meanwhile never has its fresh socket removed by us.
+    let removed = std::fs::remove_file(&path)
+        .or_else(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(e)
+            }
+        })
+        .with_context(|| format!("removing {}", path.display()));
+    let closed = match Arc::try_unwrap(store) {
+        Ok(store) => store.close().context("closing the store"),
+        Err(store) => store.sync().context("syncing the store"),
+    };
+    served?;
+    removed?;
+    closed
+}
+
+async fn run(
+    store: Arc<Store>,
+    dispatch: Arc<dyn Dispatch>,
+    opts: ServeOptions,
+    path: &Path,
+    ready: impl FnOnce(&Path),
+) -> anyhow::Result<()> {
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let listener = bind(path, opts.socket_mode)?;
+    let (stop, shutdown) = watch::channel(false);
+    let owner = rustix::process::geteuid().as_raw();
+    let shared = Arc::new(Shared {
+        store_id: store_id(store.dir())
+            .with_context(|| format!("reading {}", store.dir().display()))?,
+        access: Access::new(owner, opts.allow_uids.clone(), opts.allow_gids.clone()),
+        store,
+        dispatch,
+        opts,
+        committed: Notify::new(),
+        shutdown,
+        connections: AtomicUsize::new(0),
+        lagged: AtomicUsize::new(0),
+    });
+    let duties = start_duties(&shared);
+    ready(path);
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let n = shared.connections.fetch_add(1, Ordering::AcqRel);
+                let counted = Counted(shared.clone());
+                if n >= shared.opts.max_connections {
+                    tokio::spawn(refuse(stream, n, counted));
+                } else {
+                    tokio::spawn(async move {
+                        conn::run(stream, counted.0.clone()).await;
+                        drop(counted);
+                    });
+                }
+            }
+        }
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    shared.committed.notify_waiters();
+    // In-flight requests finish; idle connections close at once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while shared.connections.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for d in &duties {
+        d.abort();
+    }
+    for d in duties {
+        let _ = d.await;
+    }
+    let store = shared.store.clone();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        store.sync().context("syncing the log")?;
+        if store.options().export_path.is_some() {
+            store
+                .export(None, false)
+                .context("publishing registry.json")?;
+        }
+        Ok(())
+    })
+    .await
+    .context("final sync")?
+}
+
+async fn refuse(stream: tokio::net::UnixStream, n: usize, counted: Counted) {
+    let (_, wr) = stream.into_split();
+    let mut wr = tokio::io::BufWriter::new(wr);
+    let msg = format!("too many connections ({n} open): try again later");
+    let e = ErrorReply::new(code::TOO_MANY_CONNECTIONS, msg, 1);
+    let _ = conn::send(&mut wr, &conn::error_doc(serde_json::Value::Null, &e)).await;
+    let _ = tokio::io::AsyncWriteExt::flush(&mut wr).await;
+    drop(counted);
+}
+
+/// The daemon's own origin for the events its duties append.
+fn own_origin() -> Origin {
+    Origin {
+        uid: rustix::process::geteuid().as_raw(),
+        pid: std::process::id(),
+    }
+}
+
+/// Runs `f` on the blocking pool every `every` (first after one period).
+fn every(
+    every: Duration,
+    shared: &Arc<Shared>,
+    f: impl Fn(&Shared) + Send + Sync + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let shared = shared.clone();
+    let f = Arc::new(f);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let (s, f) = (shared.clone(), f.clone());
+            let _ = tokio::task::spawn_blocking(move || f(&s)).await;
+        }
+    })
+}
+
+fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut duties = Vec::new();
+    if let Some(p) = shared.opts.sweep_every {
+        duties.push(every(p, shared, |s| {
+            match with_origin(own_origin(), || s.store.sweep(None, &ProcProbe)) {
+                Ok(changes) if !changes.is_empty() => s.committed.notify_waiters(),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("periodic sweep failed: {e}"),
+            }
+        }));
+    }
+    if let (Some(p), Some(_)) = (
+        shared.opts.publish_every,
+        &shared.store.options().export_path,
+    ) {
+        let published = Mutex::new(shared.store.applied_lsn());
+        duties.push(every(p, shared, move |s| {
+            let lsn = s.store.applied_lsn();
+            let mut last = published.lock().unwrap_or_else(|e| e.into_inner());
+            if lsn != *last {
+                match s.store.export(None, false) {
+                    Ok(_) => *last = lsn,
+                    Err(e) => tracing::warn!("publishing registry.json failed: {e}"),
+                }
+            }
+        }));
+    }
+    if let Some(p) = shared.opts.compact_every {
+        let auto = Mutex::new(AutoCompactor::new(
+            AutoPolicy::default(),
+            CompactOptions::default(),
+        ));
+        duties.push(every(p, shared, move |s| {
+            let mut auto = auto.lock().unwrap_or_else(|e| e.into_inner());
+            match s.store.maybe_compact(&mut auto, Timestamp::now()) {
+                Ok(Some(_)) => s.committed.notify_waiters(),
+                Ok(None) => {}
+                Err(e) => tracing::warn!("auto-compaction failed: {e}"),
+            }
+        }));
+    }
+    duties
+}

@@ -1,0 +1,264 @@
+//! `watch`: stream the log from any LSN, then live, each record exactly once
+//! and in LSN order, because the stream *is* the log read in order (history
+//! and live records come from the same view; nothing is broadcast, so the
+//! writer never waits for a watcher).
+//!
+//! A producer task reads chunks of records (on the blocking pool), filters
+//! them (agent, kinds) or folds them into registry changes, and puts the
+//! lines into a bounded channel of `watch_buffer` items; this connection's
+//! task writes them out. When the buffer stays full for [`LAG_GRACE`] the
+//! producer stops and records the first LSN not queued: the writer sends the
+//! queued lines, then `lagged` with that LSN, and closes the connection.
+
+use super::conn::{error_doc, send, Request, Writer};
+use super::server::Shared;
+use super::{code, ErrorReply, Peer};
+use crate::registry::{codec, tag, Event, Lsn, State};
+use crate::store::{At, Store};
+use serde_json::{json, Map, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+/// How long a full buffer is tolerated before the watcher is dropped.
+pub const LAG_GRACE: Duration = Duration::from_millis(500);
+/// Records read per producer step.
+const CHUNK: usize = 1024;
+
+/// What a watcher asked for.
+#[derive(Debug, Clone, Default)]
+struct Filter {
+    from: Option<Lsn>,
+    agent: Option<String>,
+    kinds: Option<Vec<u8>>,
+    changes: bool,
+}
+
+fn usage(msg: String) -> ErrorReply {
+    ErrorReply::new(code::USAGE, msg, 2)
+}
+
+impl Filter {
+    fn parse(p: &Map<String, Value>) -> Result<Filter, ErrorReply> {
+        let mut f = Filter::default();
+        for (k, v) in p {
+            match (k.as_str(), v) {
+                ("from", v) => {
+                    let lsn = v.as_u64().ok_or_else(|| {
+                        usage(format!(
+                            "watch: `from` must be an LSN (a non-negative integer), not {v}"
+                        ))
+                    })?;
+                    f.from = Some(lsn);
+                }
+                ("agent", Value::String(s)) => f.agent = Some(s.clone()),
+                ("changes", Value::Bool(b)) => f.changes = *b,
+                ("kinds", Value::Array(ks)) => {
+                    let mut tags = Vec::new();
+                    for k in ks {
+                        let t = k
+                            .as_str()
+                            .and_then(|s| (1..=tag::MAX_KNOWN).find(|&t| tag::name(t).eq_ignore_ascii_case(s)))
+                            .ok_or_else(|| usage(format!("watch: unknown event kind {k} (kinds are the `kind` names of `log --json`, e.g. \"Heartbeat\")")))?;
+                        tags.push(t);
+                    }
+                    f.kinds = Some(tags);
+                }
+                (k, v) => {
+                    return Err(usage(format!(
+                        "watch: unknown or mistyped parameter `{k}`: {v}"
+                    )))
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    fn keeps(&self, event: &Event) -> bool {
+        self.agent
+            .as_deref()
+            .is_none_or(|a| event.kind.concerns_agent(a))
+            && self
+                .kinds
+                .as_ref()
+                .is_none_or(|ks| ks.contains(&event.kind.tag()))
+    }
+}
+
+/// The producer's state between chunks.
+struct Cursor {
+    next: Lsn,
+    filter: Filter,
+    /// The registry folded up to `next - 1` (changes mode only).
+    fold: Option<State>,
+}
+
+/// Reads up to [`CHUNK`] records from `cursor.next`; returns the lines, each
+/// with the LSN to resume from if it is not sent, and whether any record was
+/// read (`false`: the watcher is at the head).
+fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(Lsn, Value)>, bool) {
+    let view = store.view();
+    let mut out = Vec::new();
+    let mut read = false;
+    for rec in view.iter_from(c.next).take(CHUNK) {
+        let rec = match rec {
+            Ok(r) => r,
+            Err(e) => {
+                let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
+                out.push((c.next, json!({"error": err})));
+                return (out, false);
+            }
+        };
+        read = true;
+        let lsn = rec.lsn;
+        c.next = lsn + 1;
+        let event = match codec::decode(rec.payload) {
+            Ok(e) => e,
+            Err(e) => {
+                let err = json!({"code": "decode", "message": e.to_string(), "lsn": lsn});
+                out.push((lsn, json!({"error": err})));
+                continue;
+            }
+        };
+        if let Some(state) = &mut c.fold {
+            let name = event.kind.subject_agent().map(str::to_string);
+            let before = name.as_deref().and_then(|n| state.agent(n)).cloned();
+            state.apply(lsn, &event);
+            let Some(name) = name else { continue };
+            if c.filter.agent.as_deref().is_some_and(|a| a != name) {
+                continue;
+            }
+            let after = state.agent(&name);
+            let change = match (&before, after) {
+                (None, Some(a)) => {
+                    json!({"lsn": lsn, "type": "added", "agent": name, "row": d.agent_json(a)})
+                }
+                (Some(_), None) => json!({"lsn": lsn, "type": "removed", "agent": name}),
+                (Some(b), Some(a)) if b != a => {
+                    json!({"lsn": lsn, "type": "updated", "agent": name, "row": d.agent_json(a)})
+                }
+                _ => continue,
+            };
+            out.push((lsn, json!({"change": change})));
+        } else if c.filter.keeps(&event) {
+            let origin = codec::origin(rec.payload);
+            out.push((lsn, json!({"event": d.event_json(lsn, &event, origin)})));
+        }
+    }
+    (out, read)
+}
+
+/// Runs a watch on this connection until the client goes, it lags, or the
+/// daemon stops.
+pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer: Peer) {
+    let id = req.id;
+    let filter = match Filter::parse(&req.params) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = send(&mut wr, &error_doc(id, &e)).await;
+            let _ = wr.flush().await;
+            return;
+        }
+    };
+    let head = shared.store.applied_lsn();
+    let from = filter.from.unwrap_or(head + 1).max(1);
+    let fold = if filter.changes {
+        let store = shared.store.clone();
+        let base = tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await;
+        match base {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                let e = ErrorReply::from_error(&e.into(), false);
+                let _ = send(&mut wr, &error_doc(id, &e)).await;
+                let _ = wr.flush().await;
+                return;
+            }
+            Err(_) => return,
+        }
+    } else {
+        None
+    };
+    let started = json!({"id": id, "result": {"watching": true, "from": from}});
+    if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
+        return;
+    }
+    let (tx, mut rx) = mpsc::channel::<Value>(shared.opts.watch_buffer.max(1));
+    let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
+    let cursor = Cursor {
+        next: from,
+        filter,
+        fold,
+    };
+    let producer = tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()));
+    while let Some(item) = rx.recv().await {
+        let mut doc = item;
+        doc["id"] = id.clone();
+        if send(&mut wr, &doc).await.is_err() {
+            producer.abort();
+            return;
+        }
+        if rx.is_empty() && wr.flush().await.is_err() {
+            producer.abort();
+            return;
+        }
+    }
+    let end = *lagged.lock().unwrap_or_else(|e| e.into_inner());
+    let last = match end {
+        Some(resume) => json!({"id": id, "lagged": {"resume_from": resume}}),
+        None => error_doc(
+            id,
+            &ErrorReply::new(code::SHUTTING_DOWN, "the daemon is shutting down", 1),
+        ),
+    };
+    let _ = send(&mut wr, &last).await;
+    let _ = wr.flush().await;
+    let _ = wr.shutdown().await;
+}
+
+async fn produce(
+    shared: Arc<Shared>,
+    mut cursor: Cursor,
+    tx: mpsc::Sender<Value>,
+    lagged: Arc<Mutex<Option<Lsn>>>,
+) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        let notified = shared.committed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if *shutdown.borrow_and_update() {
+            return;
+        }
+        let (store, d) = (shared.store.clone(), shared.dispatch.clone());
+        let step = tokio::task::spawn_blocking(move || {
+            let items = read_chunk(&store, d.as_ref(), &mut cursor);
+            (items, cursor)
+        })
+        .await;
+        let Ok(((items, read), c)) = step else { return };
+        cursor = c;
+        for (resume, item) in items {
+            match tx.send_timeout(item, LAG_GRACE).await {
+                Ok(()) => {}
+                Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
+                    *lagged.lock().unwrap_or_else(|e| e.into_inner()) = Some(resume);
+                    shared
+                        .lagged
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+                Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
+            }
+        }
+        if !read {
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = shutdown.changed() => return,
+                _ = tx.closed() => return,
+                // Records may also come from the store's own threads.
+                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            }
+        }
+    }
+}

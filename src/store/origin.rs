@@ -1,0 +1,33 @@
+//! Who asked for the events a thread appends: the daemon runs each request
+//! with [`with_origin`], and the store stamps every event that request
+//! appends with the origin trailer (`codec::push_origin`). A thread-local
+//! keeps the `Store` command signatures unchanged; outside `with_origin`
+//! (the CLI's direct path, the library) events carry no origin.
+
+use crate::registry::codec::{self, Origin};
+use std::cell::Cell;
+
+thread_local! {
+    static CURRENT: Cell<Option<Origin>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with `origin` recorded on every event the store appends from
+/// this thread meanwhile (restored afterwards, also on panic).
+pub fn with_origin<R>(origin: Origin, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Origin>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CURRENT.with(|c| c.replace(Some(origin))));
+    f()
+}
+
+/// Appends the current origin's trailer to an encoded payload, if any.
+#[inline]
+pub(super) fn stamp(buf: &mut Vec<u8>) {
+    if let Some(o) = CURRENT.with(Cell::get) {
+        codec::push_origin(buf, o);
+    }
+}

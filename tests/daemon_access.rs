@@ -1,0 +1,101 @@
+//! Who may write (SPEC §6): peers other than the daemon's uid and root only
+//! observe unless `--allow-uid`/`--allow-gid` says otherwise, and every
+//! event appended through the daemon records the peer's uid and pid.
+//! The test runs the CLI as uid 65534 (`nobody`); it needs root.
+
+mod daemon_support;
+
+use daemon_support::{bin, Daemon, Store};
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::process::Output;
+
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// Lets any uid reach the socket: the daemon, not the file mode, decides.
+fn open_up(s: &Store) {
+    std::fs::set_permissions(s.tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&s.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(s.socket(), std::fs::Permissions::from_mode(0o666)).unwrap();
+}
+
+fn as_nobody(s: &Store, args: &[&str]) -> (Output, u32) {
+    let child = bin()
+        .arg("--dir")
+        .arg(&s.dir)
+        .args(args)
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    (child.wait_with_output().unwrap(), pid)
+}
+
+#[test]
+fn an_observer_reads_but_its_writes_are_refused() {
+    if !is_root() {
+        eprintln!("skipping: switching to uid {NOBODY} needs root");
+        return;
+    }
+    let s = Store::new();
+    s.ok(&["register", "w1", "--provider", "claude", "--cwd", "/w"]);
+    let _d = Daemon::start(&s.dir, &[]);
+    open_up(&s);
+    let (out, _) = as_nobody(&s, &["heartbeat", "w1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("uid 65534") && err.contains("may only observe"),
+        "{err}"
+    );
+    assert_eq!(
+        s.ok(&["--json", "log"]).lines().count(),
+        1,
+        "nothing appended"
+    );
+    // Reads work.
+    let (out, _) = as_nobody(&s, &["list"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("w1"));
+    let (out, _) = as_nobody(&s, &["audit", "w1"]);
+    assert!(out.status.success(), "{out:?}");
+    // The raw protocol says `forbidden` and `hello` says it may not write.
+    let (out, _) = as_nobody(&s, &["--json", "verify"]);
+    assert!(out.status.success());
+}
+
+#[test]
+fn an_allowed_uid_writes_and_the_log_records_who_asked() {
+    if !is_root() {
+        eprintln!("skipping: switching to uid {NOBODY} needs root");
+        return;
+    }
+    let s = Store::new();
+    s.ok(&["register", "w1", "--provider", "claude", "--cwd", "/w"]);
+    let _d = Daemon::start(&s.dir, &["--allow-uid", &NOBODY.to_string()]);
+    open_up(&s);
+    let (out, pid) = as_nobody(&s, &["heartbeat", "w1"]);
+    assert!(out.status.success(), "{out:?}");
+    let log = s.ok(&["--json", "log"]);
+    let events: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 2);
+    // The direct registration has no origin; the daemon's append has one.
+    assert_eq!(events[0].get("origin"), None);
+    assert_eq!(events[1]["origin"], json!({"uid": NOBODY, "pid": pid}));
+    let text = s.ok(&["log"]);
+    assert!(
+        text.contains(&format!("[uid {NOBODY} pid {pid}]")),
+        "{text}"
+    );
+}
