@@ -604,7 +604,7 @@ impl ClusterNode {
             .map_err(|_| ClusterError::Mirror("mirror state still shared at close".into()))?
             .into_store();
         match Arc::try_unwrap(store) {
-            Ok(store) => Ok(store.close()?),
+            Ok(store) => store.close().map(|_| ()).map_err(Into::into),
             Err(_) => Err(ClusterError::Mirror(
                 "local store still shared at close".into(),
             )),
