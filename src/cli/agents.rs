@@ -18,7 +18,6 @@ use agentlog::store::{Store, StoreError};
 use agentlog::time::Timestamp;
 use anyhow::{Context, Result};
 use serde_json::json;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

@@ -103,7 +103,7 @@ pub fn serve(
         })
         .with_context(|| format!("removing {}", path.display()));
     let closed = match Arc::try_unwrap(store) {
-        Ok(store) => store.close().context("closing the store"),
+        Ok(store) => store.close().map(|_| ()).context("closing the store"),
         Err(store) => store.sync().context("syncing the store"),
     };
     served?;
