@@ -182,6 +182,31 @@ fn exports_run_read_only_beside_a_writer() {
 }
 
 #[test]
+fn a_compaction_dry_run_runs_read_only_beside_a_writer() {
+    let env = store_with_alice();
+    env.ok(&["remove", "alice", "--at", T0]);
+    let before = files_under(&env.dir);
+    // Hold the writer lock for the whole test.
+    let store = agentlog::store::Store::open(&env.dir, Default::default()).unwrap();
+    let dry = env.json(&["compact", "--dry-run", "--now", "2026-12-30T12:00:00Z"]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["events_dropped"], 2, "{dry}");
+    assert_eq!(dry["generation"], 0);
+    store.close().unwrap();
+    let mut after = files_under(&env.dir);
+    after.retain(|p| !p.starts_with(env.dir.join("snapshots")));
+    let mut before = before;
+    before.retain(|p| !p.starts_with(env.dir.join("snapshots")));
+    before.sort();
+    after.sort();
+    assert_eq!(before, after, "the dry run changed no file");
+    // The real run agrees with the plan.
+    let real = env.json(&["compact", "--now", "2026-12-30T12:00:00Z", "--force-now"]);
+    assert_eq!(real["agents_retired"], dry["agents_retired"]);
+    assert_eq!(real["events_dropped"], dry["events_dropped"]);
+}
+
+#[test]
 fn import_creates_nothing_beside_its_input() {
     let env = Env::new();
     env.ok(&["init"]);

@@ -423,7 +423,7 @@ pub fn cut_at_hole(dir: &Path) -> Result<log::RecoveryReport> {
 
 /// Compacts the store at `dir` (SPEC §4) judging retention at `now`
 /// (default: the clock); a dry run reports what would be dropped and changes
-/// nothing. Takes the writer lock; the store snapshots the new generation
+/// nothing (read-only: see [`compact_plan`]). A real run takes the writer lock; the store snapshots the new generation
 /// (snapshots of the old one are no longer trusted).
 ///
 /// With `clock` given, a real run refuses a `now` more than
@@ -436,8 +436,11 @@ pub fn compact(
     dry_run: bool,
     clock: Option<Timestamp>,
 ) -> Result<crate::compact::CompactionReport> {
-    let store = open_store(dir, false)?;
     let now = now.unwrap_or_else(Timestamp::now);
+    if dry_run {
+        return compact_plan(dir, now);
+    }
+    let store = open_store(dir, false)?;
     if let (Some(clock), false) = (clock, dry_run) {
         let last = last_event_time(&store)?;
         let latest = last.map_or(clock, |t| t.max(clock));
@@ -459,6 +462,26 @@ pub fn compact(
     let closed = store.close();
     let report = report?;
     closed?;
+    Ok(report)
+}
+
+/// `compact --dry-run`: the plan the writer would make (the same
+/// [`crate::compact::plan`] and retention), computed from the read-only store,
+/// so it needs no writer lock, runs beside a writer and changes no file.
+fn compact_plan(dir: &Path, now: Timestamp) -> Result<crate::compact::CompactionReport> {
+    let started = std::time::Instant::now();
+    let store = read_only(dir)?;
+    let read = store.state()?;
+    let opts = crate::compact::CompactOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let log_dir = StoreLayout::new(dir).log();
+    let plan = crate::compact::plan(&store.view(), &log_dir, &read.state, read.lsn, now, &opts)?;
+    let mut report = plan.report;
+    report.generation_before = store.log().generation();
+    report.generation = report.generation_before;
+    report.duration_ms = started.elapsed().as_millis() as u64;
     Ok(report)
 }
 
