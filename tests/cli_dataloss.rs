@@ -263,3 +263,65 @@ fn cap_drops_are_logged_counted_and_told_to_the_recipient() {
     // The cap is the store's: persisted, and fixed once set.
     env.run(&["init", "--max-messages", "5"]).fails(1, "fixed");
 }
+
+#[test]
+fn readers_fold_the_log_when_snapshots_cannot_be_read() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    env.ok(&[
+        "register",
+        "alice",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/r",
+        "--at",
+        NOW,
+    ]);
+    env.ok(&["snapshot"]);
+    let snaps = env.dir.join("snapshots");
+    let check = |args: &[&str], r: &Run| {
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("folding the whole log"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    };
+    // A folder the reader may not enter: as another uid, with the rest of
+    // the store opened to it.
+    std::process::Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&env.dir)
+        .status()
+        .unwrap();
+    std::process::Command::new("chmod")
+        .args(["a+x"])
+        .arg(env.tmp.path())
+        .status()
+        .unwrap();
+    std::process::Command::new("chmod")
+        .arg("000")
+        .arg(&snaps)
+        .status()
+        .unwrap();
+    for args in [&["list"][..], &["stats"], &["show", "alice"]] {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["--dir".as_ref(), env.dir.as_os_str()];
+        a.extend(args.iter().map(|s| std::ffi::OsStr::new(*s)));
+        let r = Run::from_output(cli_support::as_neighbour(
+            env!("CARGO_BIN_EXE_agentlog"),
+            &a,
+        ));
+        check(args, &r);
+        if args[0] != "stats" {
+            assert!(r.stdout.contains("alice"), "{args:?}: {}", r.stdout);
+        }
+    }
+    // `snapshots/` being a file.
+    std::fs::remove_dir_all(&snaps).unwrap();
+    std::fs::write(&snaps, b"not a folder").unwrap();
+    for args in [&["list"][..], &["stats"], &["show", "alice"]] {
+        let r = env.run(args);
+        check(args, &r);
+    }
+}

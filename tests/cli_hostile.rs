@@ -5,7 +5,7 @@
 
 mod cli_support;
 
-use cli_support::{bin, Env};
+use cli_support::{as_neighbour, bin, Env};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -348,22 +348,6 @@ fn warnings_carry_no_colour_codes_off_a_terminal() {
     r.ok();
     assert!(r.stderr.contains("WARN"), "{}", r.stderr);
     assert!(!r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
-}
-
-/// Runs `program args…` as the neighbour: uid/gid 65534 when the tests run as
-/// root (they can then be told apart), else as this user.
-fn as_neighbour(program: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
-    use std::os::unix::process::CommandExt;
-    let mut c = std::process::Command::new(program);
-    c.args(args);
-    let root = std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false);
-    if root {
-        // std drops the supplementary groups when it changes the uid.
-        c.uid(65534).gid(65534);
-    }
-    c.output().expect("run as the neighbour")
 }
 
 /// The neighbour plants `link` → `target`, replacing whatever is there.
