@@ -325,3 +325,39 @@ fn readers_fold_the_log_when_snapshots_cannot_be_read() {
         check(args, &r);
     }
 }
+
+#[test]
+fn an_interrupted_salvage_is_marked_and_a_rerun_replaces_it() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    env.ok(&[
+        "register",
+        "alice",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/r",
+        "--at",
+        NOW,
+    ]);
+    // A segment name the salvage cannot read stops it partway, as a kill would.
+    let blocker = env.dir.join("log/00000000000000000009.seg");
+    std::fs::create_dir(&blocker).unwrap();
+    let out = env.path("salvaged");
+    let out_s = out.to_str().unwrap();
+    env.run(&["repair", "--salvage", "--out", out_s])
+        .fails(1, "");
+    assert!(
+        out.join("log").exists(),
+        "the salvage stopped after it began"
+    );
+    env.run_in(&out, &["verify"]).fails(1, "unfinished salvage");
+    env.run_in(&out, &["list"]).fails(1, "unfinished salvage");
+    std::fs::remove_dir(&blocker).unwrap();
+    env.ok(&["repair", "--salvage", "--out", out_s]);
+    env.run_in(&out, &["verify"]).ok();
+    assert!(env.run_in(&out, &["list"]).ok().contains("alice"));
+    // A finished output is not replaced.
+    env.run(&["repair", "--salvage", "--out", out_s])
+        .fails(1, "not empty");
+}

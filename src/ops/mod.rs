@@ -83,7 +83,14 @@ const PROGRESS_EVERY: u64 = 1 << 16;
 pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
-            if StoreLayout::new(dir).exists() {
+            if dir.join(SALVAGE_MARKER).exists() {
+                Err(crate::Error::InvalidArgument(format!(
+                    "{} is an unfinished salvage (a `repair --salvage` was interrupted): \
+                     rerun it with the same --out to replace it",
+                    dir.display()
+                ))
+                .into())
+            } else if StoreLayout::new(dir).exists() {
                 if let Some(w) = crate::files::exposure_warning(dir) {
                     tracing::warn!("{w}");
                 }
@@ -386,14 +393,22 @@ pub fn export(
 /// Copies every valid record of the store at `dir` into a new store at `out`
 /// (which must not exist or be empty), with their original LSNs; the source
 /// is never changed. Snapshots are not copied: the new store folds its log.
+///
+/// The output is marked unfinished ([`SALVAGE_MARKER`], written first and
+/// removed last): a killed salvage leaves a store every command refuses as
+/// an unfinished salvage, and a rerun with the same `out` replaces it.
 pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
     require_store(dir)?;
+    let marker = out.join(SALVAGE_MARKER);
     if out.exists() {
         let empty = std::fs::read_dir(out)
             .map_err(|e| crate::Error::io(out, e))?
             .next()
             .is_none();
-        if !empty {
+        if std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file()) {
+            tracing::warn!(out = %out.display(), "replacing an unfinished salvage");
+            std::fs::remove_dir_all(out).map_err(|e| crate::Error::io(out, e))?;
+        } else if !empty {
             return Err(crate::Error::InvalidArgument(format!(
                 "salvage destination {} is not empty",
                 out.display()
@@ -401,10 +416,26 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
             .into());
         }
     }
-    Ok(log::salvage(
-        &StoreLayout::new(dir).log(),
-        &StoreLayout::new(out).log(),
-    )?)
+    crate::files::create_store_dir(out, crate::files::Sharing::of_dir(dir))
+        .map_err(|e| crate::Error::io(out, e))?;
+    let io = |e| crate::Error::io(&marker, e);
+    crate::files::create_fresh(&marker)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    sync_folder(out)?;
+    let report = log::salvage(&StoreLayout::new(dir).log(), &StoreLayout::new(out).log())?;
+    std::fs::remove_file(&marker).map_err(io)?;
+    sync_folder(out)?;
+    Ok(report)
+}
+
+/// The file that marks a `repair --salvage` output as unfinished.
+pub const SALVAGE_MARKER: &str = "SALVAGE-UNFINISHED";
+
+fn sync_folder(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| crate::Error::io(dir, e).into())
 }
 
 /// Opens the store at `dir` as the writer in the `CutAtHole` recovery mode
