@@ -48,9 +48,6 @@ pub enum Error {
     /// A payload larger than `LogOptions::max_record_size`.
     #[error("record of {len} bytes exceeds the maximum record size of {max} bytes")]
     RecordTooLarge { len: usize, max: u32 },
-    /// A batch whose records do not fit into one segment.
-    #[error("batch of {len} bytes does not fit into one segment ({max} bytes usable)")]
-    BatchTooLarge { len: usize, max: u64 },
     /// The filesystem has no room for the next segment; nothing acknowledged is lost.
     #[error("disk full: cannot allocate {} ({source}); free space on that file system, then `agentlog compact` shrinks the log (it needs only about one record's worth of room)", path.display())]
     DiskFull {

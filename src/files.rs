@@ -10,6 +10,11 @@
 //!   neither redirect nor truncate anything.
 //! - A target that is a symbolic link is refused, never replaced by a file
 //!   and never written through: the link may have been planted.
+//! - The log's fixed-name files (`MANIFEST.tmp`, segment temp files, new
+//!   segments, the poison marker) are created afresh (`O_EXCL`, after
+//!   removing whatever link sits at the name), and lock files are opened
+//!   relative to a folder opened without following links: nothing planted
+//!   in a shared folder makes agentlog write outside it.
 //! - A store directory is created 0700 (0750 when shared with its group);
 //!   the directory's mode is what keeps private messages private, so opening
 //!   a store whose directory others can enter warns.
@@ -98,6 +103,24 @@ pub fn publish_atomic(
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io("fsync folder", dir))
+}
+
+/// Creates `path` afresh, open for reading and writing: whatever is at that
+/// name (a crash's leftover, or a link another user planted) is removed,
+/// never followed, and the file is created `O_CREAT | O_EXCL`, so a link
+/// planted in between fails the create instead of redirecting it. For the
+/// log's fixed-name files (`MANIFEST.tmp`, `next-N.seg.tmp`, new segments).
+pub fn create_fresh(path: &Path) -> std::io::Result<File> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
 }
 
 /// Who besides the owner may read a store.
@@ -205,6 +228,20 @@ mod tests {
         assert_eq!(names.len(), 2, "no temp file left: {names:?}");
         let mode = std::fs::metadata(&target).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn create_fresh_replaces_a_planted_link_without_following_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"secret").unwrap();
+        let tmp = dir.path().join("MANIFEST.tmp");
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        let mut f = create_fresh(&tmp).unwrap();
+        f.write_all(b"mine").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"secret");
+        assert!(!std::fs::symlink_metadata(&tmp).unwrap().is_symlink());
+        assert_eq!(std::fs::read(&tmp).unwrap(), b"mine");
     }
 
     #[test]

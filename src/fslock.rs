@@ -49,18 +49,27 @@ impl FileLock {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .write(true)
-            .truncate(false)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(io)?;
-        Self::wait_for(file, path, mode, timeout)
+        let parent = crate::files::parent_dir(path);
+        std::fs::create_dir_all(parent).map_err(io)?;
+        // The folder is opened without following a link as its last step and
+        // the file is created relative to it: a planted `locks` link must not
+        // make agentlog create a file in someone else's folder.
+        use rustix::fs::{Mode, OFlags};
+        let dir = rustix::fs::open(
+            parent,
+            OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io(symlink_named(e.into(), parent)))?;
+        let name = path.file_name().unwrap_or(path.as_os_str());
+        let fd = rustix::fs::openat(
+            &dir,
+            name,
+            OFlags::CREATE | OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(|e| io(symlink_named(e.into(), path)))?;
+        Self::wait_for(File::from(fd), path, mode, timeout)
     }
 
     /// Takes a `mode` lock on `path` only if that lock file already exists
@@ -130,6 +139,18 @@ impl FileLock {
     /// The lock file this guard holds.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// ELOOP (`O_NOFOLLOW` met a link) said in words.
+fn symlink_named(e: std::io::Error, path: &Path) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) | Some(libc::ENOTDIR) => std::io::Error::other(format!(
+            "{} is a symbolic link or not a folder; agentlog does not follow links \
+             there (one may have been planted)",
+            path.display()
+        )),
+        _ => e,
     }
 }
 

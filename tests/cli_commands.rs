@@ -514,5 +514,9 @@ fn a_snapshot_older_than_a_compaction_is_not_folded_with_the_compacted_log() {
     }
     let r = env.run(&["--json", "list", "--all"]);
     assert_eq!(r.json()["agents"].as_array().unwrap().len(), 33);
-    assert!(r.stderr.contains("compaction rewrote history"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("compaction rewrote history"),
+        "{}",
+        r.stderr
+    );
 }

@@ -263,3 +263,101 @@ fn cap_drops_are_logged_counted_and_told_to_the_recipient() {
     // The cap is the store's: persisted, and fixed once set.
     env.run(&["init", "--max-messages", "5"]).fails(1, "fixed");
 }
+
+#[test]
+fn readers_fold_the_log_when_snapshots_cannot_be_read() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    env.ok(&[
+        "register",
+        "alice",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/r",
+        "--at",
+        NOW,
+    ]);
+    env.ok(&["snapshot"]);
+    let snaps = env.dir.join("snapshots");
+    let check = |args: &[&str], r: &Run| {
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("folding the whole log"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    };
+    // A folder the reader may not enter: as another uid, with the rest of
+    // the store opened to it.
+    std::process::Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&env.dir)
+        .status()
+        .unwrap();
+    std::process::Command::new("chmod")
+        .args(["a+x"])
+        .arg(env.tmp.path())
+        .status()
+        .unwrap();
+    std::process::Command::new("chmod")
+        .arg("000")
+        .arg(&snaps)
+        .status()
+        .unwrap();
+    for args in [&["list"][..], &["stats"], &["show", "alice"]] {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["--dir".as_ref(), env.dir.as_os_str()];
+        a.extend(args.iter().map(|s| std::ffi::OsStr::new(*s)));
+        let r = Run::from_output(cli_support::as_neighbour(
+            env!("CARGO_BIN_EXE_agentlog"),
+            &a,
+        ));
+        check(args, &r);
+        if args[0] != "stats" {
+            assert!(r.stdout.contains("alice"), "{args:?}: {}", r.stdout);
+        }
+    }
+    // `snapshots/` being a file.
+    std::fs::remove_dir_all(&snaps).unwrap();
+    std::fs::write(&snaps, b"not a folder").unwrap();
+    for args in [&["list"][..], &["stats"], &["show", "alice"]] {
+        let r = env.run(args);
+        check(args, &r);
+    }
+}
+
+#[test]
+fn an_interrupted_salvage_is_marked_and_a_rerun_replaces_it() {
+    let env = Env::new();
+    env.ok(&["init"]);
+    env.ok(&[
+        "register",
+        "alice",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/r",
+        "--at",
+        NOW,
+    ]);
+    // A segment name the salvage cannot read stops it partway, as a kill would.
+    let blocker = env.dir.join("log/00000000000000000009.seg");
+    std::fs::create_dir(&blocker).unwrap();
+    let out = env.path("salvaged");
+    let out_s = out.to_str().unwrap();
+    env.run(&["repair", "--salvage", "--out", out_s])
+        .fails(1, "");
+    assert!(
+        out.join("log").exists(),
+        "the salvage stopped after it began"
+    );
+    env.run_in(&out, &["verify"]).fails(1, "unfinished salvage");
+    env.run_in(&out, &["list"]).fails(1, "unfinished salvage");
+    std::fs::remove_dir(&blocker).unwrap();
+    env.ok(&["repair", "--salvage", "--out", out_s]);
+    env.run_in(&out, &["verify"]).ok();
+    assert!(env.run_in(&out, &["list"]).ok().contains("alice"));
+    // A finished output is not replaced.
+    env.run(&["repair", "--salvage", "--out", out_s])
+        .fails(1, "not empty");
+}

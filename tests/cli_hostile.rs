@@ -5,7 +5,7 @@
 
 mod cli_support;
 
-use cli_support::{bin, Env};
+use cli_support::{as_neighbour, bin, Env};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -182,6 +182,31 @@ fn exports_run_read_only_beside_a_writer() {
 }
 
 #[test]
+fn a_compaction_dry_run_runs_read_only_beside_a_writer() {
+    let env = store_with_alice();
+    env.ok(&["remove", "alice", "--at", T0]);
+    let before = files_under(&env.dir);
+    // Hold the writer lock for the whole test.
+    let store = agentlog::store::Store::open(&env.dir, Default::default()).unwrap();
+    let dry = env.json(&["compact", "--dry-run", "--now", "2026-12-30T12:00:00Z"]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(dry["events_dropped"], 2, "{dry}");
+    assert_eq!(dry["generation"], 0);
+    store.close().unwrap();
+    let mut after = files_under(&env.dir);
+    after.retain(|p| !p.starts_with(env.dir.join("snapshots")));
+    let mut before = before;
+    before.retain(|p| !p.starts_with(env.dir.join("snapshots")));
+    before.sort();
+    after.sort();
+    assert_eq!(before, after, "the dry run changed no file");
+    // The real run agrees with the plan.
+    let real = env.json(&["compact", "--now", "2026-12-30T12:00:00Z", "--force-now"]);
+    assert_eq!(real["agents_retired"], dry["agents_retired"]);
+    assert_eq!(real["events_dropped"], dry["events_dropped"]);
+}
+
+#[test]
 fn import_creates_nothing_beside_its_input() {
     let env = Env::new();
     env.ok(&["init"]);
@@ -323,4 +348,195 @@ fn warnings_carry_no_colour_codes_off_a_terminal() {
     r.ok();
     assert!(r.stderr.contains("WARN"), "{}", r.stderr);
     assert!(!r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
+}
+
+/// The neighbour plants `link` → `target`, replacing whatever is there.
+fn plant(link: &Path, target: &Path) {
+    match std::fs::symlink_metadata(link) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(link).unwrap(),
+        Ok(_) => std::fs::remove_file(link).unwrap(),
+        Err(_) => {}
+    }
+    let out = as_neighbour("ln", &["-s".as_ref(), target.as_os_str(), link.as_os_str()]);
+    assert!(out.status.success(), "plant {}: {out:?}", link.display());
+}
+
+fn loosen(p: &Path) {
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).unwrap();
+}
+
+/// Every file under `dir`, links not followed.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+            todo.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_neighbours_planted_links_redirect_nothing_and_private_files_stay_unreadable() {
+    let env = Env::new();
+    std::fs::set_permissions(env.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // What the neighbour aims at: a root-only file and a root-only folder.
+    let victim = env.path("victim");
+    std::fs::write(&victim, b"root-only secret").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let elsewhere = env.path("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let untouched = || {
+        assert_eq!(std::fs::read(&victim).unwrap(), b"root-only secret");
+        assert_eq!(mode(&victim), 0o600);
+        let inside: Vec<_> = std::fs::read_dir(&elsewhere).unwrap().collect();
+        assert!(inside.is_empty(), "written outside the store: {inside:?}");
+    };
+    // A shared folder (no sticky bit) holding a deliberately loosened store.
+    let shared = env.path("shared");
+    std::fs::create_dir(&shared).unwrap();
+    loosen(&shared);
+    let store = shared.join("store");
+    let at = |s: &str| -> std::path::PathBuf { shared.join(s) };
+    env.run_in(&store, &["init"]).ok();
+    let run = |args: &[&str]| env.run_in(&store, args);
+    let register = |name: &str| {
+        run(&[
+            "register",
+            name,
+            "--provider",
+            "claude",
+            "--cwd",
+            "/r",
+            "--at",
+            T0,
+        ])
+        .ok();
+    };
+    register("alice");
+    for d in [&store, &store.join("log"), &store.join("snapshots")] {
+        loosen(d);
+    }
+    untouched();
+
+    // The writer lock and the segment temp files.
+    plant(&at("store/log/LOCK"), &victim);
+    let r = run(&[
+        "register",
+        "bob",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/r",
+        "--at",
+        T0,
+    ]);
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    untouched();
+    std::fs::remove_file(at("store/log/LOCK")).unwrap();
+    for id in 0..8 {
+        plant(&at(&format!("store/log/next-{id}.seg.tmp")), &victim);
+    }
+    register("bob");
+    untouched();
+    // Snapshots at every name the next ones could take.
+    for lsn in 0..16u64 {
+        plant(&at(&format!("store/snapshots/snap-{lsn:020}.bin")), &victim);
+    }
+    run(&["heartbeat", "bob", "--at", T0]);
+    let _ = run(&["snapshot"]);
+    untouched();
+    for lsn in 0..16u64 {
+        let _ = std::fs::remove_file(at(&format!("store/snapshots/snap-{lsn:020}.bin")));
+    }
+    // Compaction: its new generation's folder, segments and MANIFEST temp.
+    run(&["remove", "bob", "--at", T0]).ok();
+    plant(&at("store/log/MANIFEST.tmp"), &victim);
+    plant(&at("store/log/gen-000001"), &elsewhere);
+    let _ = run(&["compact", "--now", "2026-12-30T12:00:00Z", "--force-now"]);
+    untouched();
+    for p in ["store/log/MANIFEST.tmp", "store/log/gen-000001"] {
+        as_neighbour("rm", &["-f".as_ref(), at(p).as_os_str()]);
+    }
+    run(&["compact", "--now", "2026-12-30T12:00:00Z", "--force-now"]).ok();
+    run(&["verify"]).ok();
+    untouched();
+
+    // Export into the shared folder: temp and final names, both locks.
+    let out = at("registry.json");
+    let out_s = out.to_str().unwrap();
+    for planted in [
+        ".registry.json.agentlog-tmp",
+        "registry.json",
+        "registry.json.lock",
+        "locks",
+        "locks/_registry.lock",
+    ] {
+        if planted == "locks/_registry.lock" {
+            let _ = std::fs::remove_file(at("locks"));
+            as_neighbour(
+                "mkdir",
+                &["-m".as_ref(), "777".as_ref(), at("locks").as_os_str()],
+            );
+        }
+        let target: &Path = if planted == "locks" {
+            &elsewhere
+        } else {
+            &victim
+        };
+        plant(&at(planted), target);
+        let _ = run(&["export", "--out", out_s]);
+        untouched();
+        let _ = as_neighbour("rm", &["-rf".as_ref(), at(planted).as_os_str()]);
+    }
+
+    // The persisted settings of a store the neighbour prepared the folder of.
+    let store2 = at("store2");
+    as_neighbour(
+        "mkdir",
+        &["-m".as_ref(), "777".as_ref(), store2.as_os_str()],
+    );
+    plant(&store2.join("config.json"), &victim);
+    let _ = env.run_in(&store2, &["init", "--max-messages", "50"]);
+    untouched();
+
+    // Reading: nothing the store wrote is readable to the neighbour, in the
+    // loosened store or in a default (0700) one.
+    let private = at("private");
+    env.run_in(&private, &["init"]).ok();
+    env.run_in(
+        &private,
+        &[
+            "register",
+            "carol",
+            "--provider",
+            "claude",
+            "--cwd",
+            "/r",
+            "--at",
+            T0,
+        ],
+    )
+    .ok();
+    env.run_in(&private, &["snapshot"]).ok();
+    for dir in [&store, &private] {
+        let files = files_under(dir);
+        assert!(files.len() >= 3, "{files:?}");
+        for f in files {
+            let r = as_neighbour("cat", &[f.as_os_str()]);
+            assert!(!r.status.success(), "the neighbour read {}", f.display());
+        }
+        let r = as_neighbour(
+            env!("CARGO_BIN_EXE_agentlog"),
+            &["--dir".as_ref(), dir.as_os_str(), "log".as_ref()],
+        );
+        assert!(
+            !r.status.success(),
+            "the neighbour ran `log` on {}",
+            dir.display()
+        );
+    }
 }

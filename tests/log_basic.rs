@@ -97,11 +97,6 @@ fn limits_are_errors_not_truncations() {
         log.append(b"", Durability::Lazy),
         Err(Error::InvalidArgument(_))
     ));
-    let many: Vec<&[u8]> = (0..40).map(|_| &big[..4000]).collect();
-    assert!(matches!(
-        log.append_batch(&many, Durability::Lazy),
-        Err(Error::BatchTooLarge { .. })
-    ));
     assert_eq!(log.next_lsn(), 1, "nothing was appended");
     assert!(Log::open(
         &dir.path().join("x"),
@@ -269,4 +264,34 @@ fn handles_are_send_and_sync() {
     check::<Log>();
     check::<agentlog::log::LogView>();
     check::<agentlog::log::LogReader>();
+}
+
+#[test]
+fn a_batch_larger_than_a_segment_gets_a_segment_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = small_opts();
+    let (log, _) = Log::open(dir.path(), opts.clone()).unwrap();
+    log.append(b"before", Durability::Durable).unwrap();
+    // 40 records of 4000 bytes: several times the configured segment size.
+    let big: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 4000]).collect();
+    let refs: Vec<&[u8]> = big.iter().map(|v| v.as_slice()).collect();
+    assert!(40 * 4000 > opts.segment_size as usize);
+    let lsns = log.append_batch(&refs, Durability::Durable).unwrap();
+    assert_eq!(lsns, 2..=41);
+    log.append(b"after", Durability::Durable).unwrap();
+    log.close().unwrap();
+    // Reopened (recovery judges the oversized segment like any other), the
+    // batch is there whole, between its neighbours.
+    let (log, rep) = Log::open(dir.path(), opts).unwrap();
+    assert_eq!(rep.records, 42, "{rep:?}");
+    let all = read_all(&log);
+    assert_eq!(all.len(), 42);
+    assert_eq!(all[0].1, b"before");
+    for (i, (lsn, p)) in all[1..41].iter().enumerate() {
+        assert_eq!(*lsn, i as u64 + 2);
+        assert_eq!(p, &big[i]);
+    }
+    assert_eq!(all[41].1, b"after");
+    assert!(verify(dir.path()).unwrap().is_clean());
+    log.close().unwrap();
 }

@@ -186,3 +186,34 @@ fn an_import_survives_a_crash_reopen() {
     assert_eq!(store.state(), state);
     assert_eq!(store.state().agents().len(), 3);
 }
+
+#[test]
+fn an_import_larger_than_a_segment_is_one_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = manual_opts();
+    // The smallest segment the default record limit (128 KiB) allows.
+    opts.log.segment_size = 256 * 1024;
+    // 4000 rows with a 300-byte cwd: several times the segment size.
+    let rows: Vec<String> = (0..4000)
+        .map(|i| {
+            format!(
+                r#"{{"name": "agent-{i:04}", "provider": "claude", "cwd": "/{}", "log_path": null,
+                "created_at": "2026-01-01T00:00:00Z", "status": "live"}}"#,
+                "w".repeat(300)
+            )
+        })
+        .collect();
+    let file = dir.path().join("registry.json");
+    let doc = format!(r#"{{"schema_version": 4, "agents": [{}]}}"#, rows.join(","));
+    assert!(doc.len() > 4 * 256 * 1024);
+    std::fs::write(&file, doc).unwrap();
+    let store_dir = dir.path().join("s");
+    let store = Store::open(&store_dir, opts.clone()).unwrap();
+    let report = store.import_registry(&file).unwrap();
+    assert_eq!(report.imported, 4000);
+    store.close().unwrap();
+    let store = Store::open(&store_dir, opts).unwrap();
+    assert_eq!(store.state().agents().len(), 4000);
+    assert_eq!(store.applied_lsn(), 4000, "one event per row, one batch");
+    store.close().unwrap();
+}

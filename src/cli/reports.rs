@@ -118,9 +118,13 @@ pub(super) fn human_bytes(n: u64) -> String {
 pub(super) fn compact(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Compact) -> Result<ExitCode> {
     let spinner = ui.spinner("compacting");
     let clock = (!a.force_now).then(args::clock);
-    let rep = super::commands::with_store(&dir, |s| {
-        Ok(ops::compact_store(s, a.now, a.dry_run, clock)?)
-    });
+    // A dry run plans from the read-only store (no writer lock); a real
+    // compaction runs on the writer's store (the daemon's, when inside it).
+    let rep = if a.dry_run {
+        ops::compact(&dir, a.now, true, clock).map_err(anyhow::Error::from)
+    } else {
+        super::commands::with_store(&dir, |s| Ok(ops::compact_store(s, a.now, false, clock)?))
+    };
     if let Some(s) = spinner {
         s.finish_and_clear();
     }

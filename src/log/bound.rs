@@ -3,7 +3,6 @@
 //! no locking, no LSN bookkeeping, no publication. `benches/log_append.rs`
 //! reports the log's lazy append rate beside this bound, measured in the same run.
 
-use std::fs::OpenOptions;
 use std::path::Path;
 
 use super::mmap::Map;
@@ -24,13 +23,7 @@ pub struct CopyBound {
 impl CopyBound {
     /// Create `path`, preallocate `size` bytes and map it.
     pub fn new(path: &Path, size: u64) -> Result<CopyBound> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let file = crate::files::create_fresh(path).map_err(|e| Error::io(path, e))?;
         preallocate(&file, 0, size, false).map_err(|e| Error::io(path, e))?;
         let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(path, e))?;
         Ok(CopyBound {

@@ -79,6 +79,15 @@ struct OutFile {
 
 impl<'a> GenWriter<'a> {
     pub fn new(dir: &Path, seg_size: u64, ids: &'a AtomicU64) -> Result<GenWriter<'a>> {
+        // A link at the generation's name would put the compacted segments
+        // in someone else's folder: refused, never followed.
+        if fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a symbolic link; agentlog does not follow links inside a store \
+                 (one may have been planted): remove it",
+                dir.display()
+            )));
+        }
         super::create_dir_durable(dir)?;
         Ok(GenWriter {
             dir: dir.to_path_buf(),
@@ -100,7 +109,7 @@ impl<'a> GenWriter<'a> {
             self.finish_current()?;
             let id = self.ids.fetch_add(1, Ordering::AcqRel);
             let path = self.dir.join(file_name(lsn));
-            let f = File::create(&path).map_err(|e| Error::io(&path, e))?;
+            let f = crate::files::create_fresh(&path).map_err(|e| Error::io(&path, e))?;
             let mut w = BufWriter::with_capacity(1 << 16, f);
             w.write_all(&SegHeader::new(id, lsn, true).encode())
                 .map_err(|e| Error::io(&path, e))?;

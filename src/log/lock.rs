@@ -136,6 +136,28 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
     })
 }
 
+/// Does a process hold the writer lock of `dir` right now? Asked by readers,
+/// which must not take the lock even briefly (a writer opening at that
+/// instant would fail with `Locked`): the answer comes from the kernel's
+/// table of `flock`s (`/proc/locks`), matched by the `LOCK` file's inode.
+/// When the table cannot be read the answer is "yes", the cautious one: a
+/// reader then only ignores the newest segment's unfinished tail.
+pub(crate) fn writer_present(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(md) = std::fs::metadata(dir.join("LOCK")) else {
+        return false; // no writer ever opened this log
+    };
+    let Ok(table) = std::fs::read_to_string("/proc/locks") else {
+        return true;
+    };
+    let inode = format!(":{}", md.ino());
+    table.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // "N: FLOCK ADVISORY WRITE pid maj:min:inode start end"; "->" marks a waiter.
+        f.get(1) == Some(&"FLOCK") && f.get(5).is_some_and(|id| id.ends_with(&inode))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,26 +189,4 @@ mod tests {
         let contents = std::fs::read_to_string(dir.path().join("LOCK")).unwrap();
         assert_eq!(contents, format!("{}\n", std::process::id()));
     }
-}
-
-/// Does a process hold the writer lock of `dir` right now? Asked by readers,
-/// which must not take the lock even briefly (a writer opening at that
-/// instant would fail with `Locked`): the answer comes from the kernel's
-/// table of `flock`s (`/proc/locks`), matched by the `LOCK` file's inode.
-/// When the table cannot be read the answer is "yes", the cautious one: a
-/// reader then only ignores the newest segment's unfinished tail.
-pub(crate) fn writer_present(dir: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(md) = std::fs::metadata(dir.join("LOCK")) else {
-        return false; // no writer ever opened this log
-    };
-    let Ok(table) = std::fs::read_to_string("/proc/locks") else {
-        return true;
-    };
-    let inode = format!(":{}", md.ino());
-    table.lines().any(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        // "N: FLOCK ADVISORY WRITE pid maj:min:inode start end"; "->" marks a waiter.
-        f.get(1) == Some(&"FLOCK") && f.get(5).is_some_and(|id| id.ends_with(&inode))
-    })
 }

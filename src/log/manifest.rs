@@ -6,7 +6,7 @@
 //! entries of (first_lsn u64, segment_id u64), then crc32 (crc32fast) of all
 //! preceding bytes. No MANIFEST = generation 0, compacted_end 0, no entries.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -117,7 +117,7 @@ impl Manifest {
     /// Write and fsync `dir/MANIFEST.tmp` (nothing is committed yet).
     pub fn write_tmp(&self, dir: &Path) -> Result<()> {
         let tmp = dir.join("MANIFEST.tmp");
-        let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut f = crate::files::create_fresh(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(&self.encode())
             .and_then(|_| f.sync_all())
             .map_err(|e| Error::io(&tmp, e))

@@ -181,4 +181,3 @@ pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
-

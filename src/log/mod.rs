@@ -578,14 +578,9 @@ impl Inner {
     /// Lock the writer with room for `need` bytes in the active segment.
     fn writer_for(&self, need: usize) -> Result<MutexGuard<'_, Writer>> {
         self.check_poison()?;
-        // Keep room for the end marker and the seal footer.
-        let usable = self.opts.segment_size as usize - SEG_HDR - seal::SEAL_RESERVE;
-        if need > usable {
-            return Err(Error::BatchTooLarge {
-                len: need,
-                max: usable as u64,
-            });
-        }
+        // A batch larger than a configured segment gets a segment of its own
+        // sized for it (`rotate`): a batch never spans segments, so it stays
+        // whole-or-nothing at recovery, and any size the disk holds fits.
         let mut w = lock(&self.writer);
         if w.write_off + need + seal::SEAL_RESERVE > w.active.map.len() {
             self.rotate(&mut w, need)?;
@@ -649,12 +644,17 @@ impl Inner {
                 ))
             })
         });
+        let fits = |p: &segment::Prepared| SEG_HDR + need + seal::SEAL_RESERVE <= p.map.len();
         let prepared = match ahead {
-            Some(Ok(p)) => p,
+            Some(Ok(p)) if fits(&p) => p,
             Some(Err(e)) if !matches!(e, Error::DiskFull { .. }) => return Err(e),
-            // None prepared, or the full-size one did not fit: a segment
-            // sized to the free space (see `segment::fitting_size`).
-            _ => {
+            // None prepared, the full-size one did not fit the disk, or the
+            // batch does not fit it: a segment sized to the free space and
+            // at least to the batch (see `segment::fitting_size`).
+            ahead => {
+                if let Some(Ok(p)) = ahead {
+                    p.discard();
+                }
                 let id = self.next_segment_id.fetch_add(1, Ordering::AcqRel);
                 let least = (SEG_HDR
                     + need.max(self.opts.max_record_size as usize)

@@ -41,7 +41,7 @@ pub(super) fn write_marker(dir: &Path, detail: &str) {
     let path = marker_path(dir);
     let boot = boot_id().unwrap_or_else(|| "unknown".into());
     let text = format!("boot {boot}\npid {}\n{detail}\n", std::process::id());
-    let res = fs::File::create(&path)
+    let res = crate::files::create_fresh(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
         .map_err(|e| Error::io(&path, e))
         .and_then(|_| sync_dir(dir));

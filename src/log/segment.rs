@@ -348,13 +348,7 @@ pub(crate) fn prepare(
 ) -> Result<Prepared> {
     let tmp = dir.join(format!("next-{segment_id}.seg.tmp"));
     let res = (|| {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(|e| Error::io(&tmp, e))?;
+        let file = crate::files::create_fresh(&tmp).map_err(|e| Error::io(&tmp, e))?;
         if let Some(b) = budget {
             if b.fetch_sub(size as i64, Ordering::AcqRel) < size as i64 {
                 b.fetch_add(size as i64, Ordering::AcqRel);

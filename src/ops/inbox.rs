@@ -10,11 +10,11 @@
 //! registry in a loop, unlike the seed's mtime polling of `registry.json`.
 
 use super::{current, read_only, Result};
-use crate::store::ReadOnlyStore;
 use crate::registry::history::{self, Until};
 use crate::registry::queries::{presence, AgentSummary, Presence};
 use crate::registry::sweep::is_transport_attached;
 use crate::registry::{Lsn, ProcessProbe, RegistryError, State};
+use crate::store::ReadOnlyStore;
 use crate::time::Timestamp;
 use std::path::Path;
 use std::time::{Duration, Instant};

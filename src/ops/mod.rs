@@ -83,7 +83,14 @@ const PROGRESS_EVERY: u64 = 1 << 16;
 pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
-            if StoreLayout::new(dir).exists() {
+            if dir.join(SALVAGE_MARKER).exists() {
+                Err(crate::Error::InvalidArgument(format!(
+                    "{} is an unfinished salvage (a `repair --salvage` was interrupted): \
+                     rerun it with the same --out to replace it",
+                    dir.display()
+                ))
+                .into())
+            } else if StoreLayout::new(dir).exists() {
                 if let Some(w) = crate::files::exposure_warning(dir) {
                     tracing::warn!("{w}");
                 }
@@ -394,14 +401,22 @@ pub fn export(
 /// Copies every valid record of the store at `dir` into a new store at `out`
 /// (which must not exist or be empty), with their original LSNs; the source
 /// is never changed. Snapshots are not copied: the new store folds its log.
+///
+/// The output is marked unfinished ([`SALVAGE_MARKER`], written first and
+/// removed last): a killed salvage leaves a store every command refuses as
+/// an unfinished salvage, and a rerun with the same `out` replaces it.
 pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
     require_store(dir)?;
+    let marker = out.join(SALVAGE_MARKER);
     if out.exists() {
         let empty = std::fs::read_dir(out)
             .map_err(|e| crate::Error::io(out, e))?
             .next()
             .is_none();
-        if !empty {
+        if std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file()) {
+            tracing::warn!(out = %out.display(), "replacing an unfinished salvage");
+            std::fs::remove_dir_all(out).map_err(|e| crate::Error::io(out, e))?;
+        } else if !empty {
             return Err(crate::Error::InvalidArgument(format!(
                 "salvage destination {} is not empty",
                 out.display()
@@ -409,10 +424,26 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
             .into());
         }
     }
-    Ok(log::salvage(
-        &StoreLayout::new(dir).log(),
-        &StoreLayout::new(out).log(),
-    )?)
+    crate::files::create_store_dir(out, crate::files::Sharing::of_dir(dir))
+        .map_err(|e| crate::Error::io(out, e))?;
+    let io = |e| crate::Error::io(&marker, e);
+    crate::files::create_fresh(&marker)
+        .and_then(|f| f.sync_all())
+        .map_err(io)?;
+    sync_folder(out)?;
+    let report = log::salvage(&StoreLayout::new(dir).log(), &StoreLayout::new(out).log())?;
+    std::fs::remove_file(&marker).map_err(io)?;
+    sync_folder(out)?;
+    Ok(report)
+}
+
+/// The file that marks a `repair --salvage` output as unfinished.
+pub const SALVAGE_MARKER: &str = "SALVAGE-UNFINISHED";
+
+fn sync_folder(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| crate::Error::io(dir, e).into())
 }
 
 /// Opens the store at `dir` as the writer in the `CutAtHole` recovery mode
@@ -431,7 +462,7 @@ pub fn cut_at_hole(dir: &Path) -> Result<log::RecoveryReport> {
 
 /// Compacts the store at `dir` (SPEC §4) judging retention at `now`
 /// (default: the clock); a dry run reports what would be dropped and changes
-/// nothing. Takes the writer lock; the store snapshots the new generation
+/// nothing (read-only: see [`compact_plan`]). A real run takes the writer lock; the store snapshots the new generation
 /// (snapshots of the old one are no longer trusted).
 ///
 /// With `clock` given, a real run refuses a `now` more than
@@ -444,6 +475,9 @@ pub fn compact(
     dry_run: bool,
     clock: Option<Timestamp>,
 ) -> Result<crate::compact::CompactionReport> {
+    if dry_run {
+        return compact_plan(dir, now.unwrap_or_else(Timestamp::now));
+    }
     let store = open_store(dir, false)?;
     let report = compact_store(&store, now, dry_run, clock);
     let closed = store.close();
@@ -478,6 +512,26 @@ pub fn compact_store(
         ..Default::default()
     };
     Ok(store.compact(now, &copts)?)
+}
+
+/// `compact --dry-run`: the plan the writer would make (the same
+/// [`crate::compact::plan`] and retention), computed from the read-only store,
+/// so it needs no writer lock, runs beside a writer and changes no file.
+fn compact_plan(dir: &Path, now: Timestamp) -> Result<crate::compact::CompactionReport> {
+    let started = std::time::Instant::now();
+    let store = read_only(dir)?;
+    let read = store.state()?;
+    let opts = crate::compact::CompactOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let log_dir = StoreLayout::new(dir).log();
+    let plan = crate::compact::plan(&store.view(), &log_dir, &read.state, read.lsn, now, &opts)?;
+    let mut report = plan.report;
+    report.generation_before = store.log().generation();
+    report.generation = report.generation_before;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    Ok(report)
 }
 
 /// The event time of the store's last record, if any.

@@ -45,7 +45,10 @@ pub fn stats(dir: &Path, progress: &mut dyn Progress) -> Result<Stats> {
         .map(|s| (*s, state.agents().iter().filter(|a| a.status == *s).count()))
         .filter(|(_, n)| *n > 0)
         .collect();
-    let snapshots = crate::snapshot::list(&layout.snapshots())?
+    // Unlistable snapshots are not the figures' failure: the fold above
+    // already warned and read the whole log instead.
+    let snapshots = crate::snapshot::list(&layout.snapshots())
+        .unwrap_or_default()
         .into_iter()
         .map(|s| (s.lsn, s.len))
         .collect();

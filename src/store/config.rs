@@ -73,14 +73,9 @@ pub fn set_max_messages(dir: &Path, max_messages: usize) -> Result<(), Error> {
         None => {}
     }
     let p = path(dir);
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| Error::io(dir, e))?;
-    let body = serde_json::to_vec(&Config { max_messages }).map_err(std::io::Error::other);
-    use std::io::Write;
-    body.and_then(|b| tmp.write_all(&b))
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| Error::io(tmp.path(), e))?;
-    tmp.persist(&p).map_err(|e| Error::io(&p, e.error))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
+    let body = serde_json::to_vec(&Config { max_messages })
+        .map_err(|e| Error::io(&p, std::io::Error::other(e)))?;
+    // 0640 less the umask: the store's sharing decides who reads it.
+    crate::files::publish_atomic(&p, &body, 0o640, || Ok(()))
+        .map_err(|e| Error::io(&p, e.into_io()))
 }

@@ -275,3 +275,19 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
 pub fn t(hms: &str) -> agentlog::time::Timestamp {
     agentlog::time::Timestamp::parse_rfc3339(&format!("2026-11-30T{hms}Z")).unwrap()
 }
+
+/// Runs `program args…` as the neighbour: uid/gid 65534 when the tests run as
+/// root (they can then be told apart), else as this user.
+pub fn as_neighbour(program: &str, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new(program);
+    c.args(args);
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    if root {
+        // std drops the supplementary groups when it changes the uid.
+        c.uid(65534).gid(65534);
+    }
+    c.output().expect("run as the neighbour")
+}
