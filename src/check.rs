@@ -287,7 +287,15 @@ fn is_iso_time(t: &str) -> bool {
         && digits(14..16)
         && b[16] == b':'
         && digits(17..19);
-    if !shape {
+    // Both readers refuse impossible dates and times (month 91, 25:00).
+    let num = |r: std::ops::Range<usize>| t[r].parse::<i64>().unwrap_or(-1);
+    if !shape
+        || !(1..=12).contains(&num(5..7))
+        || !(1..=crate::time::days_in_month(num(0..4), num(5..7))).contains(&num(8..10))
+        || num(11..13) > 23
+        || num(14..16) > 59
+        || num(17..19) > 59
+    {
         return false;
     }
     let mut rest = &b[19..];
