@@ -287,7 +287,15 @@ fn is_iso_time(t: &str) -> bool {
         && digits(14..16)
         && b[16] == b':'
         && digits(17..19);
-    if !shape {
+    // Both readers refuse impossible dates and times (month 91, 25:00).
+    let num = |r: std::ops::Range<usize>| t[r].parse::<i64>().unwrap_or(-1);
+    if !shape
+        || !(1..=12).contains(&num(5..7))
+        || !(1..=crate::time::days_in_month(num(0..4), num(5..7))).contains(&num(8..10))
+        || num(11..13) > 23
+        || num(14..16) > 59
+        || num(17..19) > 59
+    {
         return false;
     }
     let mut rest = &b[19..];
@@ -318,6 +326,7 @@ mod tests {
             "2026-11-30T12:00:00.123Z",
             "2026-11-30T12:00:00+02:00",
             "2026-11-30T12:00:00.5-07:30",
+            "2024-02-29T23:59:59Z",
         ] {
             assert!(is_iso_time(ok), "{ok}");
         }
@@ -328,6 +337,10 @@ mod tests {
             "2026-11-30T12:00:00+0200",
             "26-11-30T12:00:00Z",
             "2026-11-30T12:00:00Zx",
+            "2026-91-20T09:00:00Z",
+            "2026-02-29T09:00:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T12:60:00Z",
             "",
         ] {
             assert!(!is_iso_time(bad), "{bad}");

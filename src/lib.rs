@@ -15,6 +15,9 @@ pub mod error;
 pub mod export;
 pub mod files;
 pub mod fslock;
+/// Entry points for the fuzz targets: not a stable API (see the module).
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod import;
 pub mod layout;
 pub mod log;

@@ -123,14 +123,7 @@ pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Resu
     })?;
     let mut buf = vec![0u8; HEADER_LEN];
     bincode::serde::encode_into_std_write(state, &mut buf, bincode::config::standard())?;
-    let payload_len = (buf.len() - HEADER_LEN) as u64;
-    buf[0..8].copy_from_slice(&MAGIC);
-    buf[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    buf[12..16].copy_from_slice(&0u32.to_le_bytes());
-    buf[16..24].copy_from_slice(&lsn.to_le_bytes());
-    buf[24..32].copy_from_slice(&payload_len.to_le_bytes());
-    let crc = checksum(&buf[..CRC_AT], &buf[HEADER_LEN..]);
-    buf[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+    fill_header(&mut buf, lsn);
 
     let name = file_name(lsn);
     let path = dir.join(&name);
@@ -149,6 +142,18 @@ pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Resu
         lsn,
         len: buf.len() as u64,
     })
+}
+
+/// Writes the header into `file[..HEADER_LEN]` for the payload after it.
+pub(crate) fn fill_header(file: &mut [u8], lsn: u64) {
+    let payload_len = (file.len() - HEADER_LEN) as u64;
+    file[0..8].copy_from_slice(&MAGIC);
+    file[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    file[12..16].copy_from_slice(&0u32.to_le_bytes());
+    file[16..24].copy_from_slice(&lsn.to_le_bytes());
+    file[24..32].copy_from_slice(&payload_len.to_le_bytes());
+    let crc = checksum(&file[..CRC_AT], &file[HEADER_LEN..]);
+    file[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
 }
 
 fn checksum(header: &[u8], payload: &[u8]) -> u32 {
@@ -225,6 +230,14 @@ pub fn load_newest_upto<T: DeserializeOwned>(
 /// Reads and checks one snapshot file (see the module invariants).
 pub(crate) fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, SkipReason> {
     let bytes = std::fs::read(&info.path).map_err(|e| SkipReason::Unreadable(e.to_string()))?;
+    decode_file(&bytes, info.lsn)
+}
+
+/// Checks and decodes the bytes of a snapshot file whose name says `name_lsn`.
+pub(crate) fn decode_file<T: DeserializeOwned>(
+    bytes: &[u8],
+    name_lsn: u64,
+) -> Result<T, SkipReason> {
     let len = bytes.len() as u64;
     if bytes.len() < 12 {
         return Err(SkipReason::Truncated {
@@ -263,10 +276,10 @@ pub(crate) fn read_one<T: DeserializeOwned>(info: &SnapshotInfo) -> Result<T, Sk
         return Err(SkipReason::Checksum { stored, computed });
     }
     let header_lsn = u64_at(16);
-    if header_lsn != info.lsn {
+    if header_lsn != name_lsn {
         return Err(SkipReason::LsnMismatch {
             header: header_lsn,
-            name: info.lsn,
+            name: name_lsn,
         });
     }
     let (state, used) = crate::bounded_decode::decode_from_slice(&bytes[HEADER_LEN..])

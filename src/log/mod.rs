@@ -26,7 +26,7 @@ mod open;
 mod poison;
 mod reader;
 pub mod record;
-mod recovery;
+pub(crate) mod recovery;
 pub mod seal;
 pub mod segment;
 mod verify;

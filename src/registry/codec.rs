@@ -363,6 +363,10 @@ pub fn decode_heartbeat(payload: &[u8]) -> Result<Option<HeartbeatRef<'_>>, Deco
         }
         Some(1) => {
             pos += 1;
+            // A u32 is never written with the u64 marker; bincode refuses it, so must we.
+            if b.get(pos) == Some(&253) {
+                return Err(bad("pid out of range"));
+            }
             let p = get_varint(b, &mut pos).ok_or_else(|| bad("bad pid"))?;
             Some(u32::try_from(p).map_err(|_| bad("pid out of range"))?)
         }
