@@ -117,8 +117,8 @@ fn changes_stream_added_updated_removed() {
     let mut w = watch(&s.dir, json!({"changes": true}));
     let mut c = Conn::connect(&s.dir);
     register(&mut c, "w1");
-    c.call(json!({"method": "status", "params": {"name": "w1", "status": "busy", "at": NOW}}));
-    c.call(json!({"method": "remove", "params": {"name": "w1", "at": NOW}}));
+    c.call(json!({"method": "status", "params": {"name": "w1", "status": "busy", "at": NOW, "clock": NOW}}));
+    c.call(json!({"method": "remove", "params": {"name": "w1", "at": NOW, "clock": NOW}}));
     let mut changes = Vec::new();
     for _ in 0..3 {
         let ch = w.recv().unwrap()["change"].clone();

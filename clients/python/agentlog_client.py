@@ -190,6 +190,12 @@ class Client:
 
     def call(self, method, **params):
         """Sends one request and returns its `result`, or raises its error."""
+        return self.call_with_exit(method, **params)[0]
+
+    def call_with_exit(self, method, **params):
+        """Like `call`, returning `(result, exit)`: `exit` is the CLI's exit
+        status for a successful answer (1 for a `verify` that found damage, or
+        a `presence` that is not live), else 0."""
         rid = self._send(method, params)
         self._file.flush()
         doc = self._recv()
@@ -197,7 +203,7 @@ class Client:
             raise _error_from(doc)
         if doc.get("id") != rid:
             raise ProtocolError("response id %r for request %r" % (doc.get("id"), rid))
-        return doc.get("result")
+        return doc.get("result"), doc.get("exit", 0)
 
     def pipeline(self, requests):
         """Sends many `(method, params)` at once, then reads their responses in
@@ -238,9 +244,22 @@ class Client:
             priority=priority, privacy=privacy, project_root=project_root,
             ttl_hours=ttl_hours, request_id=request_id, at=at))
 
-    def read(self, name, project_root=None, at=None):
-        """Returns the unread messages of `name` (and marks them read)."""
-        return self.call("read", **_params(name=name, project_root=project_root, at=at))
+    def read(self, name, project_root=None, budget=None, limit=None, at=None):
+        """Returns the unread messages of `name` and marks them read. With
+        `budget` (bytes) or `limit` (count) it returns a page, oldest first
+        (always at least one message), and `result["left"]` counts the rest."""
+        return self.call("read", **_params(
+            name=name, project_root=project_root, budget=budget, limit=limit, at=at))
+
+    def show(self, name, at=None):
+        """One agent described: every field, its life, unread and sent counts,
+        the LSN of its last event. Raises `Refused` for an unknown name."""
+        return self.call("show", **_params(name=name, at=at))
+
+    def presence(self, name):
+        """Whether the agent's transport is live (not finished, same process).
+        Returns True or False."""
+        return self.call_with_exit("presence", name=name)[1] == 0
 
     def list(self, all=False):
         """The registry's rows (`all=True` includes finished agents)."""

@@ -123,6 +123,21 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(got["messages"][0]["id"], posted["id"])
             self.assertEqual(c.read("py-to", at=at(9))["messages"], [])
 
+    def test_paged_read_show_and_presence(self):
+        with self.client() as c:
+            c.register("py-pager", provider="claude", cwd="/w", at=at(20))
+            c.register("py-sender", provider="claude", cwd="/w", at=at(20))
+            for i in range(3):
+                c.post("py-sender", "note %d" % i, to="py-pager", at=at(21 + i))
+            page = c.read("py-pager", limit=1, at=at(25))
+            self.assertEqual([m["body"] for m in page["messages"]], ["note 0"])
+            self.assertEqual(page["left"], 2)
+            shown = c.show("py-pager", at=at(26))
+            self.assertIn("py-pager", str(shown))
+            self.assertFalse(c.presence("py-pager"))  # no process identity recorded
+            with self.assertRaises(al.AgentlogError):
+                c.show("py-nobody", at=at(26))
+
     def test_pipeline_answers_in_order(self):
         with self.client() as c:
             c.register("py-pipe", provider="gemini", cwd="/w", at=at(10))

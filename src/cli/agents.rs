@@ -29,6 +29,10 @@ const LOCK_PATIENCE: Duration = Duration::from_secs(10);
 /// Opens the store for writing, retrying while another process holds the
 /// writer lock (for at most [`LOCK_PATIENCE`]); runs `f` and closes it.
 fn with_store_when_free<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+    // Inside the daemon the served store is the writer: use it.
+    if let Some(store) = super::commands::served_store() {
+        return f(&store);
+    }
     let give_up = Instant::now() + LOCK_PATIENCE;
     let mut pause = Duration::from_millis(1);
     let store = loop {

@@ -238,9 +238,31 @@ impl At {
     }
 }
 
+thread_local! {
+    /// Inside the daemon: the requesting client's `$AGENTLOG_NOW` (the
+    /// protocol's `clock` parameter), which stands in for the clock as it
+    /// would for that client's own invocation.
+    static CLIENT_CLOCK: std::cell::Cell<Option<Timestamp>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with [`clock`] answering `t` (when given) on this thread.
+pub fn with_client_clock<R>(t: Option<Timestamp>, f: impl FnOnce() -> R) -> R {
+    struct Reset(Option<Timestamp>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CLIENT_CLOCK.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(CLIENT_CLOCK.with(|c| c.replace(t)));
+    f()
+}
+
 /// The clock of this invocation: `$AGENTLOG_NOW` when set (it stands in for
 /// the clock, README), else the system clock.
 pub fn clock() -> Timestamp {
+    if let Some(t) = CLIENT_CLOCK.with(std::cell::Cell::get) {
+        return t;
+    }
     std::env::var("AGENTLOG_NOW")
         .ok()
         .and_then(|v| Timestamp::parse_rfc3339(&v).ok())

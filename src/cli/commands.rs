@@ -206,6 +206,11 @@ fn error_line(msg: &str) {
     }
 }
 
+/// The store a daemon serves, when this thread runs a command for it.
+pub(super) fn served_store() -> Option<std::sync::Arc<Store>> {
+    SERVED.with(|s| s.borrow().clone())
+}
+
 /// Runs `f` with [`with_store`] using `store` (a daemon's) instead of
 /// opening the store directory.
 pub(super) fn serving<R>(store: std::sync::Arc<Store>, f: impl FnOnce() -> R) -> R {

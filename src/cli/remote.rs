@@ -37,10 +37,12 @@ const GLOBALS: [&str; 4] = ["dir", "json", "no_daemon", "lock_timeout"];
 /// Parameters holding paths (made absolute before they travel).
 const PATHS: [&str; 3] = ["out", "file", "export"];
 /// Methods an observer may call.
-const READ_ONLY: [&str; 7] = ["list", "get", "replay", "audit", "log", "verify", "stats"];
+const READ_ONLY: [&str; 9] = [
+    "list", "get", "show", "presence", "replay", "audit", "log", "verify", "stats",
+];
 /// Every operation method (PROTOCOL.md, "Methods"); `init`, `repair`,
 /// `demo` and `bench` run only directly.
-const METHODS: [&str; 22] = [
+const METHODS: [&str; 24] = [
     "register",
     "heartbeat",
     "status",
@@ -58,6 +60,8 @@ const METHODS: [&str; 22] = [
     "compact",
     "list",
     "get",
+    "show",
+    "presence",
     "replay",
     "audit",
     "log",
@@ -94,6 +98,10 @@ pub(super) fn try_daemon(
         }
     }
     params.insert("render".into(), json!("text"));
+    // This invocation's stand-in clock travels with it (README, "Time").
+    if let Ok(now) = std::env::var("AGENTLOG_NOW") {
+        params.insert("clock".into(), json!(now));
+    }
     if ui.json {
         params.insert("json".into(), json!(true));
     }
@@ -199,7 +207,7 @@ fn argv_of(dir: &Path, method: &str, params: &Map<String, Value>) -> Result<Vec<
     }
     let mut positionals: Vec<(usize, Vec<String>)> = Vec::new();
     for (key, value) in params {
-        if matches!(key.as_str(), "render" | "json") {
+        if matches!(key.as_str(), "render" | "json" | "clock") {
             continue;
         }
         let arg = cmd
@@ -268,10 +276,20 @@ impl Dispatch for CliDispatch {
             json: cli.json,
             quiet: true,
         };
+        let client_clock = match params.get("clock") {
+            None => None,
+            Some(v) => Some(
+                v.as_str()
+                    .and_then(|t| agentlog::time::Timestamp::parse_rfc3339(t).ok())
+                    .ok_or_else(|| usage(format!("`clock` must be an RFC 3339 time, got {v}")))?,
+            ),
+        };
         let mut buf = Vec::new();
         let (ran, stderr) = commands::capturing_errors(|| {
-            serving(store.clone(), || {
-                run_command(&mut buf, &ui, self.dir.clone(), cli.command)
+            args::with_client_clock(client_clock, || {
+                serving(store.clone(), || {
+                    run_command(&mut buf, &ui, self.dir.clone(), cli.command)
+                })
             })
         });
         let code = match ran {

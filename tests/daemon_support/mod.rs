@@ -203,5 +203,5 @@ impl Conn {
 
 /// Registers `name` through the daemon.
 pub fn register(c: &mut Conn, name: &str) -> Value {
-    c.call(json!({"id": "reg", "method": "register", "params": {"name": name, "provider": "claude", "cwd": "/w", "at": NOW}}))
+    c.call(json!({"id": "reg", "method": "register", "params": {"name": name, "provider": "claude", "cwd": "/w", "at": NOW, "clock": NOW}}))
 }
