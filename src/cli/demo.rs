@@ -22,8 +22,10 @@ const SHOWN_AUDIT: usize = 30;
 pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
     let dir = match dir {
         Some(d) => d,
+        // Private like every store `init` makes (0700), so opening it warns of nothing.
         None => tempfile::Builder::new()
             .prefix("agentlog-demo-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
             .tempdir()
             .context("creating a temporary directory for the demo")?
             .keep(),
