@@ -26,28 +26,8 @@ pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u64> = 1..=4;
 /// Keys newer v4 writers add; kept in `Agent::extra`, never exported.
 pub const EXTRA_KEYS: [&str; 3] = ["spawned_by_session", "spawned_by_harness", "spawned_by_cwd"];
 
-const KNOWN_KEYS: [&str; 20] = [
-    "name",
-    "provider",
-    "cwd",
-    "log_path",
-    "claude_short_id",
-    "codex_session_id",
-    "gemini_session_id",
-    "created_at",
-    "status",
-    "last_message_at",
-    "mcp_channel_id",
-    "host_mode",
-    "claude_session_uuid",
-    "short_id",
-    "project_root",
-    "messaging_socket_path",
-    "cc_session_id",
-    "pid",
-    "pid_start_time",
-    "last_reconciled_at",
-];
+/// The schema-v4 row keys: the readers' contract owns the list.
+use crate::check::ROW_KEYS as KNOWN_KEYS;
 
 /// A whole parsed file.
 #[derive(Debug, Clone, PartialEq, Eq)]
