@@ -153,6 +153,13 @@ pub fn check_bytes(bytes: &[u8], expect_version: Option<u64>) -> Vec<Problem> {
             format!("{}, expected {want}", shown(version)),
         ));
     }
+    if doc.get("agents").is_some() && doc.get("entries").is_some() {
+        problems.push(top(
+            Some("entries"),
+            "present beside `agents`: readers disagree on which holds the rows \
+             (the Rust reader also reads `entries`)",
+        ));
+    }
     let Some(rows) = doc.get("agents") else {
         problems.push(top(
             Some("agents"),
