@@ -11,6 +11,7 @@
 //! and any other key is an error. Empty optional text (`""` or `null`) becomes
 //! `None`, which the export writes back as the existing writers do.
 
+use crate::check::ROW_KEYS as KNOWN_KEYS;
 use crate::fslock::{FileLock, LockError, LockMode};
 use crate::model::{Agent, HostMode, Status, StatusCause, UnknownWord, EXPORTABLE_PROVIDERS};
 use crate::registry::{Event, EventKind};
@@ -25,9 +26,6 @@ pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u64> = 1..=4;
 
 /// Keys newer v4 writers add; kept in `Agent::extra`, never exported.
 pub const EXTRA_KEYS: [&str; 3] = ["spawned_by_session", "spawned_by_harness", "spawned_by_cwd"];
-
-/// The schema-v4 row keys: the readers' contract owns the list.
-use crate::check::ROW_KEYS as KNOWN_KEYS;
 
 /// A whole parsed file.
 #[derive(Debug, Clone, PartialEq, Eq)]

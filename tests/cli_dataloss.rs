@@ -266,18 +266,7 @@ fn cap_drops_are_logged_counted_and_told_to_the_recipient() {
 
 #[test]
 fn readers_fold_the_log_when_snapshots_cannot_be_read() {
-    let env = Env::new();
-    env.ok(&["init"]);
-    env.ok(&[
-        "register",
-        "alice",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/r",
-        "--at",
-        NOW,
-    ]);
+    let env = Env::with_agent("alice", "/r", NOW);
     env.ok(&["snapshot"]);
     let snaps = env.dir.join("snapshots");
     let check = |args: &[&str], r: &Run| {
@@ -328,18 +317,7 @@ fn readers_fold_the_log_when_snapshots_cannot_be_read() {
 
 #[test]
 fn an_interrupted_salvage_is_marked_and_a_rerun_replaces_it() {
-    let env = Env::new();
-    env.ok(&["init"]);
-    env.ok(&[
-        "register",
-        "alice",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/r",
-        "--at",
-        NOW,
-    ]);
+    let env = Env::with_agent("alice", "/r", NOW);
     // A segment name the salvage cannot read stops it partway, as a kill would.
     let blocker = env.dir.join("log/00000000000000000009.seg");
     std::fs::create_dir(&blocker).unwrap();

@@ -11,29 +11,13 @@ use std::path::Path;
 
 const T0: &str = "2026-11-30T12:00:00Z";
 
-fn store_with_alice() -> Env {
-    let env = Env::new();
-    env.ok(&["init"]);
-    env.ok(&[
-        "register",
-        "alice",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/repo",
-        "--at",
-        T0,
-    ]);
-    env
-}
-
 fn mode(p: &Path) -> u32 {
     std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
 }
 
 #[test]
 fn export_never_writes_through_a_planted_symlink() {
-    let env = store_with_alice();
+    let env = Env::with_agent("alice", "/repo", T0);
     let shared = env.path("shared");
     std::fs::create_dir(&shared).unwrap();
     let victim = env.path("victim");
@@ -62,7 +46,7 @@ fn export_never_writes_through_a_planted_symlink() {
 
 #[test]
 fn an_export_to_a_folder_is_refused_before_any_lock_file() {
-    let env = store_with_alice();
+    let env = Env::with_agent("alice", "/repo", T0);
     let target = env.path("exports");
     std::fs::create_dir(&target).unwrap();
     env.run(&["export", "--out", target.to_str().unwrap()])
@@ -73,18 +57,7 @@ fn an_export_to_a_folder_is_refused_before_any_lock_file() {
 
 #[test]
 fn stores_are_private_unless_shared_with_the_group() {
-    let env = Env::new();
-    env.ok(&["init"]);
-    env.ok(&[
-        "register",
-        "alice",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/repo",
-        "--at",
-        T0,
-    ]);
+    let env = Env::with_agent("alice", "/repo", T0);
     env.ok(&["snapshot"]);
     assert_eq!(mode(&env.dir), 0o700);
     let mut files = vec![env.dir.clone()];
@@ -113,7 +86,7 @@ fn stores_are_private_unless_shared_with_the_group() {
 
 #[test]
 fn text_output_escapes_control_characters_and_json_stays_exact() {
-    let env = store_with_alice();
+    let env = Env::with_agent("alice", "/repo", T0);
     let evil = "ok\u{1b}]0;pwned\u{7}\u{1b}[2J\nFAKE  row\u{202e}x";
     env.ok(&["status", "alice", "busy", "--message", evil, "--at", T0]);
     env.ok(&["post", "--from", "alice", "--to", "alice", evil, "--at", T0]);
@@ -148,7 +121,7 @@ fn an_empty_store_has_no_empty_status_list() {
 
 #[test]
 fn empty_status_messages_print_no_parentheses() {
-    let env = store_with_alice();
+    let env = Env::with_agent("alice", "/repo", T0);
     env.ok(&["status", "alice", "busy", "--message", "", "--at", T0]);
     let log = env.ok(&["log"]);
     assert!(!log.contains("()"), "{log}");
@@ -156,7 +129,7 @@ fn empty_status_messages_print_no_parentheses() {
 
 #[test]
 fn exports_run_read_only_beside_a_writer() {
-    let env = store_with_alice();
+    let env = Env::with_agent("alice", "/repo", T0);
     // Hold the writer lock for the whole test.
     let store = agentlog::store::Store::open(&env.dir, Default::default()).unwrap();
     let out = env.path("elsewhere.json");
@@ -183,7 +156,7 @@ fn exports_run_read_only_beside_a_writer() {
 
 #[test]
 fn a_compaction_dry_run_runs_read_only_beside_a_writer() {
-    let env = store_with_alice();
+    let env = Env::with_agent("alice", "/repo", T0);
     env.ok(&["remove", "alice", "--at", T0]);
     let before = files_under(&env.dir);
     // Hold the writer lock for the whole test.
@@ -342,7 +315,7 @@ fn the_environment_names_only_the_users_store() {
 
 #[test]
 fn warnings_carry_no_colour_codes_off_a_terminal() {
-    let env = store_with_alice();
+    let env = Env::with_agent("alice", "/repo", T0);
     std::fs::set_permissions(&env.dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     let r = env.run(&["list"]);
     r.ok();

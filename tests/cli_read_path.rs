@@ -296,18 +296,7 @@ fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 
 /// A store made by the CLI holding one registered agent `a`.
 fn store_with_agent_a() -> Env {
-    let env = Env::new();
-    env.ok(&["init"]);
-    env.ok(&[
-        "register",
-        "a",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/x",
-        "--at",
-        AT,
-    ]);
+    let env = Env::with_agent("a", "/x", AT);
     env
 }
 

@@ -228,6 +228,24 @@ impl Env {
     pub fn path(&self, name: &str) -> PathBuf {
         self.tmp.path().join(name)
     }
+
+    /// A fresh initialized store holding one agent: `NAME` (claude, working
+    /// in `cwd`) registered at `at`.
+    pub fn with_agent(name: &str, cwd: &str, at: &str) -> Env {
+        let env = Env::new();
+        env.ok(&["init"]);
+        env.ok(&[
+            "register",
+            name,
+            "--provider",
+            "claude",
+            "--cwd",
+            cwd,
+            "--at",
+            at,
+        ]);
+        env
+    }
 }
 
 /// Asserts that every existing schema-v4 reader accepts `file`, by the

@@ -1,6 +1,7 @@
-//! Helpers shared by the compaction tests: a random command generator
-//! (validated commands only, as a Store would append them; adapted from the
-//! registry fold property test), log setup and history comparison.
+//! Helpers shared by the compaction tests and the fold property test
+//! (`registry_fold_props.rs`): a random command generator
+//! (validated commands only, as a Store would append them), log setup and
+//! history comparison.
 #![allow(dead_code)]
 
 use agentlog::log::{Log, LogOptions};
