@@ -13,8 +13,13 @@ use std::process::Output;
 
 const NOBODY: u32 = 65534;
 
-fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
+/// Fails (never skips) off root: an access test that passes by not running
+/// proves nothing. CI runs as root.
+fn needs_root() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test switches to uid {NOBODY} and needs root"
+    );
 }
 
 /// Lets any uid reach the socket: the daemon, not the file mode, decides.
@@ -41,10 +46,7 @@ fn as_nobody(s: &Store, args: &[&str]) -> (Output, u32) {
 
 #[test]
 fn an_observer_reads_but_its_writes_are_refused() {
-    if !is_root() {
-        eprintln!("skipping: switching to uid {NOBODY} needs root");
-        return;
-    }
+    needs_root();
     let s = Store::new();
     s.ok(&["register", "w1", "--provider", "claude", "--cwd", "/w"]);
     let _d = Daemon::start(&s.dir, &[]);
@@ -67,17 +69,43 @@ fn an_observer_reads_but_its_writes_are_refused() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("w1"));
     let (out, _) = as_nobody(&s, &["audit", "w1"]);
     assert!(out.status.success(), "{out:?}");
-    // The raw protocol says `forbidden` and `hello` says it may not write.
     let (out, _) = as_nobody(&s, &["--json", "verify"]);
     assert!(out.status.success());
+    // On the raw protocol: `hello` says the peer may not write, and a write
+    // gets the stable code `forbidden` (PROTOCOL.md, "Errors").
+    let talk = r#"
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rw")
+for req in ({"id": 1, "method": "hello"},
+            {"id": 2, "method": "heartbeat", "params": {"name": "w1"}}):
+    f.write(json.dumps(req) + "\n"); f.flush(); print(f.readline().strip())
+"#;
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(talk)
+        .arg(s.socket())
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let replies: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies[0]["result"]["writer"], json!(false), "{replies:?}");
+    assert_eq!(
+        replies[0]["result"]["peer"]["uid"],
+        json!(NOBODY),
+        "{replies:?}"
+    );
+    assert_eq!(replies[1]["error"]["code"], "forbidden", "{replies:?}");
+    assert_eq!(replies[1]["id"], 2, "{replies:?}");
 }
 
 #[test]
 fn an_allowed_uid_writes_and_the_log_records_who_asked() {
-    if !is_root() {
-        eprintln!("skipping: switching to uid {NOBODY} needs root");
-        return;
-    }
+    needs_root();
     let s = Store::new();
     s.ok(&["register", "w1", "--provider", "claude", "--cwd", "/w"]);
     let _d = Daemon::start(&s.dir, &["--allow-uid", &NOBODY.to_string()]);
