@@ -1,4 +1,4 @@
-//! Registry-level compaction (issue 5, SPEC §4): decides which records of
+//! Registry-level compaction (docs/behaviour.md §4): decides which records of
 //! the sealed log survive and drives the log's generation switch
 //! ([`Log::compact_sealed`]).
 //!

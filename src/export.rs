@@ -1,5 +1,5 @@
 //! Schema-v4 `registry.json` export: render the registry as existing readers
-//! expect it (SPEC §5) and publish it atomically under both writers' locks.
+//! expect it (docs/behaviour.md §5) and publish it atomically under both writers' locks.
 //!
 //! Invariants:
 //! - A rendered file is always one every existing reader accepts: rows carry

@@ -1,4 +1,4 @@
-//! Issue 14, "Data loss and wrong results": a command reports exactly what
+//! Data loss and wrong results: a command reports exactly what
 //! it committed (a failed close-time snapshot or a failed stdout is not the
 //! command's failure), `read` marks read only what it delivered, the message
 //! cap's drops are in the log and told to the recipient, `compact --now` and

@@ -1,4 +1,4 @@
-//! Full-disk suite (issue 14): a store on a small tmpfs whose free space is
+//! Full-disk suite: a store on a small tmpfs whose free space is
 //! then used up by a filler file, and every write command run at that
 //! moment. The log's preallocated segment still has room, so each command's
 //! event commits; what fails is what needs new space (the close-time

@@ -1,6 +1,6 @@
 //! Two hosts race to register the same name, many times, through different
 //! servers of a real 3-node NATS cluster: exactly one wins each race, the
-//! other gets "name held by pid N" naming the winner (SPEC §3), and the
+//! other gets "name held by pid N" naming the winner (docs/behaviour.md §3), and the
 //! stream holds exactly one registration per name.
 
 mod cluster_common;

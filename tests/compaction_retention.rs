@@ -1,4 +1,4 @@
-//! Exactly what retention names disappears (issue 5): more than 32 finished
+//! Exactly what retention names disappears: more than 32 finished
 //! agents, some older than the TTL, a removed one, expired messages; the 32
 //! most recent finished agents stay. Also: the dry run, the JSON report, the
 //! droppable estimate, online compaction under 4 appending threads, and the

@@ -1,4 +1,4 @@
-//! Who may write (SPEC §6): peers other than the daemon's uid and root only
+//! Who may write (docs/behaviour.md §6): peers other than the daemon's uid and root only
 //! observe unless `--allow-uid`/`--allow-gid` says otherwise, and every
 //! event appended through the daemon records the peer's uid and pid.
 //! The test runs the CLI as uid 65534 (`nobody`); it needs root.

@@ -1,5 +1,5 @@
 //! The rendered schema-v4 file: the same bytes `serde_json` (the Python
-//! writer's 2-space layout) writes for the same rows, SPEC §5 key order,
+//! writer's 2-space layout) writes for the same rows, docs/behaviour.md §5 key order,
 //! nulls and omissions, unrepresentable agents left out or refused, and every
 //! export accepted by the shared conformance checker.
 
@@ -47,7 +47,7 @@ fn bare(name: &str) -> Agent {
 }
 
 /// An independent reference writer: serde-derived rows with the existing Rust
-/// writer's attributes, in SPEC §5 key order.
+/// writer's attributes, in docs/behaviour.md §5 key order.
 #[derive(Serialize)]
 struct Doc<'a> {
     schema_version: u32,

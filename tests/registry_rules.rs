@@ -1,4 +1,4 @@
-//! Every rule and error of SPEC §3 against the pure registry: command
+//! Every rule and error of docs/behaviour.md §3 against the pure registry: command
 //! validation, the fold, sweep and retention (no log involved).
 
 use agentlog::model::{HostMode, Priority, Status, StatusCause};

@@ -1,4 +1,4 @@
-//! A nearly full disk must not wedge the store (issue 14, item 5): with less
+//! A nearly full disk must not wedge the store: with less
 //! free space than one segment, appends go on and `compact` (which must seal
 //! the active segment, installing a successor, before it can shrink the log)
 //! runs and frees space.

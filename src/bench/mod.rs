@@ -1,4 +1,4 @@
-//! The benchmark harness library (issue 7): what `agentlog bench …` runs.
+//! The benchmark harness library: what `agentlog bench …` runs.
 //!
 //! Every figure this module reports was measured in the same process run that
 //! reports it: rates are computed from counted events and a measured elapsed

@@ -11,7 +11,7 @@
 //!   `Nats-Expected-Last-Subject-Sequence` = the last sequence of its subject
 //!   in that state; on "wrong last sequence" (JetStream error 10071) the node
 //!   catches up and validates again, so racing commands are decided exactly
-//!   as SPEC §3 decides them one after the other;
+//!   as docs/behaviour.md §3 decides them one after the other;
 //! * a durable command returns after the stream's ack (a quorum stored it)
 //!   and after the local mirror folded it (read-your-writes per host);
 //! * every durable publish carries a `Nats-Msg-Id` kept across its retries,
@@ -357,7 +357,7 @@ impl ClusterNode {
         Ok(lsn.expect("an event was published"))
     }
 
-    /// Registers (SPEC §3): of two hosts racing for a name, exactly one wins;
+    /// Registers (docs/behaviour.md §3): of two hosts racing for a name, exactly one wins;
     /// the other gets "name held by pid N".
     pub async fn register(
         &self,

@@ -1,4 +1,4 @@
-//! Who may write (SPEC §6): the daemon's own uid, root, and the uids and
+//! Who may write (docs/behaviour.md §6): the daemon's own uid, root, and the uids and
 //! gids `serve` was told to allow; every other peer is an observer that may
 //! only call read-only methods.
 

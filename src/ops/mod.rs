@@ -460,7 +460,7 @@ pub fn cut_at_hole(dir: &Path) -> Result<log::RecoveryReport> {
     Ok(report)
 }
 
-/// Compacts the store at `dir` (SPEC §4) judging retention at `now`
+/// Compacts the store at `dir` (docs/behaviour.md §4) judging retention at `now`
 /// (default: the clock); a dry run reports what would be dropped and changes
 /// nothing (read-only: see [`compact_plan`]). A real run takes the writer lock; the store snapshots the new generation
 /// (snapshots of the old one are no longer trusted).

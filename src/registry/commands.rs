@@ -1,4 +1,4 @@
-//! Validation of the agent commands (SPEC §3): register, heartbeat, set
+//! Validation of the agent commands (docs/behaviour.md §3): register, heartbeat, set
 //! status, update fields, remove. Each `check_*` reads the state, refuses an
 //! invalid command with a [`RegistryError`] naming the agent, pid or field,
 //! and otherwise returns the event to append. Nothing here mutates the state:

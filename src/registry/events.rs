@@ -99,7 +99,7 @@ pub enum RegistrationKind {
     NewLife,
 }
 
-/// Every field a registration sets (SPEC §2 and the schema-v4 row).
+/// Every field a registration sets (docs/behaviour.md §2 and the schema-v4 row).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Registration {
     /// Subject agent (first field: the history prefilter relies on it).

@@ -1,4 +1,4 @@
-//! The agent registry as events (SPEC §2–§4): the event catalogue and its
+//! The agent registry as events (docs/behaviour.md §2–§4): the event catalogue and its
 //! byte encoding, the [`State`] and its deterministic fold, command
 //! validation, sweep and retention. Everything here is pure (no I/O, no
 //! clock): the `Store` appends the events these functions produce to the log

@@ -1,4 +1,4 @@
-//! Retention (SPEC §4) as a pure function of (state, now, policy), and the
+//! Retention (docs/behaviour.md §4) as a pure function of (state, now, policy), and the
 //! event-level rule the compactor uses to keep or drop records.
 //!
 //! Retired: a finished agent whose `last_active` is older than the presence
