@@ -27,7 +27,7 @@ pub(crate) struct Request {
 }
 
 /// Parses a request line, or the error reply for it.
-fn parse(line: &[u8]) -> Result<Request, (Value, ErrorReply)> {
+pub(crate) fn parse(line: &[u8]) -> Result<Request, (Value, ErrorReply)> {
     let doc: Value = serde_json::from_slice(line).map_err(|e| {
         let msg = format!("request is not valid JSON: {e}");
         (Value::Null, ErrorReply::new(code::PARSE_ERROR, msg, 2))
