@@ -5,26 +5,29 @@
 //! blocking pool (a durable write waits for its fsync there, sharing it with
 //! other connections).
 //!
-//! The hot path is the lazy heartbeat of an agent fleet: a line that is
-//! exactly `{"id", "method": "heartbeat", "params": {"name", "pid"?, "at"?,
-//! "durable": false?}}` is decoded without building a JSON tree, appended
-//! inline (microseconds), and answered by writing the reply's bytes
-//! straight into the output buffer, byte for byte what the general path
-//! sends. Lines already in the read buffer are taken without arming the
-//! idle timer, and watchers are woken once per drained buffer rather than
-//! once per heartbeat. Anything else about a line (another method, an
-//! unknown key, a `null`, a bad time) takes the general path, which answers
-//! it exactly as before.
+//! The hot path is the heartbeat of an agent fleet: a line that is exactly
+//! `{"id", "method": "heartbeat", "params": {"name", "pid"?, "at"?,
+//! "durable"?}}` is decoded without building a JSON tree, appended inline
+//! (microseconds), and answered by writing the reply's bytes straight into
+//! the output, byte for byte what the general path sends. A durable one's
+//! reply is held until the daemon's sync task reports an fsync covering it
+//! (`durable`: one fsync for every connection waiting, and for a whole
+//! pipelined batch). Lines already in the read buffer are taken without
+//! arming the idle timer, and watchers are woken once per drained buffer
+//! rather than once per heartbeat. Anything else about a line (another
+//! method, an unknown key, a `null`, a bad time) takes the general path,
+//! which answers it exactly as before, after the held replies.
 
+use super::durable::Held;
 use super::frame::{self, Frame};
 use super::server::Shared;
 use super::{code, ErrorReply, Peer, PROTOCOL_VERSION};
+use crate::registry::Lsn;
 use crate::store::with_origin;
 use crate::time::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
-use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
@@ -137,11 +140,12 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
         committed: &shared.committed,
         pending: false,
     };
+    let mut held = Held::default();
     loop {
         let buffered = rd.buffer().contains(&b'\n');
         if !buffered {
             wake.now();
-            if wr.flush().await.is_err() {
+            if held.settle(&shared.syncer, &mut wr).await.is_err() || wr.flush().await.is_err() {
                 return;
             }
         }
@@ -171,6 +175,9 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
                 return;
             }
             Ok(Ok(Frame::TooLong)) => {
+                if held.settle(&shared.syncer, &mut wr).await.is_err() {
+                    return;
+                }
                 let msg = format!(
                     "request line longer than {} bytes: connection closed",
                     shared.opts.max_line
@@ -182,12 +189,32 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
         if hot {
             if let Some(hb) = HotHeartbeat::decode(&line) {
                 reply.clear();
-                wake.pending |= hb.answer(&shared.store, &peer, &mut reply);
-                if wr.write_all(&reply).await.is_err() {
+                let durable_id = hb.durable.then(|| hb.id.clone());
+                let lsn = hb.answer(&shared.store, &peer, &mut reply);
+                wake.pending |= lsn.is_some();
+                let written = match (durable_id, lsn) {
+                    (Some(id), Some(lsn)) => {
+                        if !held.hold(&reply, Some((id, lsn))) {
+                            continue;
+                        }
+                        held.settle(&shared.syncer, &mut wr).await
+                    }
+                    _ if !held.is_empty() => {
+                        if !held.hold(&reply, None) {
+                            continue;
+                        }
+                        held.settle(&shared.syncer, &mut wr).await
+                    }
+                    _ => wr.write_all(&reply).await,
+                };
+                if written.is_err() {
                     return;
                 }
                 continue;
             }
+        }
+        if held.settle(&shared.syncer, &mut wr).await.is_err() {
+            return;
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -260,14 +287,16 @@ struct HotHeartbeat<'a> {
     name: Cow<'a, str>,
     pid: Option<u32>,
     at: Option<Timestamp>,
+    /// Answered only once an fsync covers it ([`Held`]).
+    durable: bool,
 }
 
 impl<'a> HotHeartbeat<'a> {
-    /// The lazy heartbeat `line` asks for, or `None` for the general path.
+    /// The heartbeat `line` asks for, or `None` for the general path.
     fn decode(line: &'a [u8]) -> Option<HotHeartbeat<'a>> {
         let req: HotRequest<'a> = serde_json::from_slice(line).ok()?;
         let p = req.params;
-        if req.method != "heartbeat" || p.durable == Some(true) || p.name.is_empty() {
+        if req.method != "heartbeat" || p.name.is_empty() {
             return None;
         }
         let at = match p.at {
@@ -279,12 +308,13 @@ impl<'a> HotHeartbeat<'a> {
             name: p.name,
             pid: p.pid,
             at,
+            durable: p.durable == Some(true),
         })
     }
 
-    /// Appends the heartbeat and writes its response line to `out` (what
-    /// the general path would send); whether an event was appended.
-    fn answer(self, store: &crate::store::Store, peer: &Peer, out: &mut Vec<u8>) -> bool {
+    /// Appends the heartbeat (lazily) and writes its response line to `out`
+    /// (what the general path would send); the LSN appended, if any.
+    fn answer(self, store: &crate::store::Store, peer: &Peer, out: &mut Vec<u8>) -> Option<Lsn> {
         let beat = with_origin(peer.origin(), || store.heartbeat(&self.name, self.pid, self.at));
         match beat {
             Ok(lsn) => {
@@ -295,9 +325,10 @@ impl<'a> HotHeartbeat<'a> {
                 serde_json::to_writer(&mut *out, &self.id).expect(json);
                 out.extend_from_slice(b",\"result\":{\"agent\":");
                 serde_json::to_writer(&mut *out, self.name.as_ref()).expect(json);
-                let _ = write!(out, ",\"lsn\":{lsn}}}}}");
-                out.push(b'\n');
-                true
+                out.extend_from_slice(b",\"lsn\":");
+                serde_json::to_writer(&mut *out, &lsn).expect(json);
+                out.extend_from_slice(b"}}\n");
+                Some(lsn)
             }
             Err(e) => {
                 let e = ErrorReply::from_error(&e.into(), false);
@@ -305,7 +336,7 @@ impl<'a> HotHeartbeat<'a> {
                     .expect("a JSON value always serializes");
                 doc.push(b'\n');
                 out.extend_from_slice(&doc);
-                false
+                None
             }
         }
     }
@@ -461,14 +492,15 @@ mod tests {
         for l in [
             r#"{"id":1,"method":"heartbeat","params":{"name":"a"}}"#,
             r#"{"method":"heartbeat","params":{"name":"a","pid":7,"durable":false}}"#,
+            r#"{"id":2,"method":"heartbeat","params":{"durable":true,"name":"a"}}"#,
             r#"{"params":{"at":"2026-01-02T03:04:05Z","name":"a\u00e9"},"id":"x","method":"heartbeat"}"#,
             r#"{"id":{"k":[1,null]},"method":"heartbeat","params":{"name":"a"}}"#,
         ] {
             assert!(hot(l), "{l}");
         }
         for l in [
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","durable":true}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","pid":null}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","durable":null}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","pid":-1}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","render":"text"}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","at":"yesterday"}}"#,
@@ -509,7 +541,7 @@ mod tests {
             let hb = HotHeartbeat::decode(line.as_bytes()).unwrap();
             let id = hb.id.clone();
             let mut got = Vec::new();
-            let appended = hb.answer(&store, &peer, &mut got);
+            let appended = hb.answer(&store, &peer, &mut got).is_some();
             let general = parse(line.as_bytes()).ok().unwrap();
             assert_eq!(general.id, id);
             let want = if appended {
