@@ -213,10 +213,23 @@ fn bench_replay_of_an_existing_store_folds_its_records() {
 fn bench_clients_measures_every_phase_through_separate_processes() {
     let env = Env::new();
     let doc = env.json(&[
-        "bench", "clients", "--procs", "2", "--agents", "50", "--seconds", "1", "--pipeline",
-        "4", "--echo", "--compare",
+        "bench",
+        "clients",
+        "--procs",
+        "2",
+        "--agents",
+        "50",
+        "--seconds",
+        "1",
+        "--pipeline",
+        "4",
+        "--echo",
+        "--compare",
     ]);
-    assert_eq!((doc["procs"].as_u64(), doc["agents"].as_u64()), (Some(2), Some(50)));
+    assert_eq!(
+        (doc["procs"].as_u64(), doc["agents"].as_u64()),
+        (Some(2), Some(50))
+    );
     assert_eq!(doc["via"], "daemon");
     for phase in ["main", "echo", "sqlite", "json_rewrite"] {
         let p = &doc[phase];
@@ -236,7 +249,10 @@ fn bench_clients_measures_every_phase_through_separate_processes() {
     assert_eq!(doc["main"]["pipeline"], 4);
     assert_eq!(doc["sqlite"]["pipeline"], 1);
     // Every acknowledged heartbeat was logged by the daemon.
-    assert!(doc["main"]["events_logged"].as_u64() >= doc["main"]["ops"].as_u64(), "{doc}");
+    assert!(
+        doc["main"]["events_logged"].as_u64() >= doc["main"]["ops"].as_u64(),
+        "{doc}"
+    );
     let main = pos(&doc["main"], "ops_per_s");
     for other in ["echo", "sqlite", "json_rewrite"] {
         let want = main / pos(&doc[other], "ops_per_s");
@@ -250,11 +266,26 @@ fn bench_clients_measures_every_phase_through_separate_processes() {
     assert!(left.is_empty(), "the run left {left:?}");
 
     let cli = env.json(&[
-        "bench", "clients", "--procs", "2", "--agents", "10", "--seconds", "0.5", "--via", "cli",
+        "bench",
+        "clients",
+        "--procs",
+        "2",
+        "--agents",
+        "10",
+        "--seconds",
+        "0.5",
+        "--via",
+        "cli",
     ]);
     assert_eq!(cli["main"]["target"], "cli");
     assert!(cli["main"]["ops"].as_u64().unwrap() > 0, "{cli}");
-    assert_eq!((cli["main"]["refused"].as_u64(), cli["main"]["failed"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (
+            cli["main"]["refused"].as_u64(),
+            cli["main"]["failed"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
     env.run_bare(&["bench", "clients", "--via", "cli", "--pipeline", "4"])
         .fails(2, "--via cli");
 }

@@ -115,9 +115,11 @@ impl ClientsConfig {
             return bad(format!("--seconds must be positive, got {}", self.seconds));
         }
         if self.via == Via::Cli && (self.conns > 1 || self.pipeline > 1 || self.durable) {
-            return bad("--via cli runs one `agentlog heartbeat` at a time per client process \
+            return bad(
+                "--via cli runs one `agentlog heartbeat` at a time per client process \
                  (lazy, as the CLI sends it): --conns, --pipeline and --durable do not apply"
-                .into());
+                    .into(),
+            );
         }
         if self.compare && !cfg!(feature = "sqlite-baseline") {
             return bad(NO_SQLITE.into());
@@ -139,7 +141,8 @@ impl Server {
     /// Starts `cmd` (stdout piped, stderr to `log`) and waits for the line it
     /// prints once it accepts connections.
     fn start(mut cmd: Command, what: &'static str, log: PathBuf) -> Result<Server> {
-        let err = std::fs::File::create(&log).map_err(|e| BenchError::io("cannot create", &log, e))?;
+        let err =
+            std::fs::File::create(&log).map_err(|e| BenchError::io("cannot create", &log, e))?;
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -237,13 +240,17 @@ fn start_daemon(cfg: &ClientsConfig, dir: &Path) -> Result<Server> {
     let mut c = Client::connect(dir).map_err(|e| BenchError::Run(e.to_string()))?;
     for chunk in (0..cfg.agents).collect::<Vec<_>>().chunks(256) {
         for &i in chunk {
-            let params = json!({"name": agent_name(i), "provider": "claude", "cwd": "/home/dev/proj"});
+            let params =
+                json!({"name": agent_name(i), "provider": "claude", "cwd": "/home/dev/proj"});
             c.send("register", params)
                 .map_err(|e| BenchError::Run(format!("registering: {e}")))?;
         }
         for &i in chunk {
             c.recv().map_err(|e| {
-                BenchError::Run(format!("registering {} through the daemon: {e}", agent_name(i)))
+                BenchError::Run(format!(
+                    "registering {} through the daemon: {e}",
+                    agent_name(i)
+                ))
             })?;
         }
     }
@@ -253,7 +260,9 @@ fn start_daemon(cfg: &ClientsConfig, dir: &Path) -> Result<Server> {
 /// The daemon's last LSN.
 fn last_lsn(dir: &Path) -> Result<u64> {
     let cfg = |e: crate::daemon::client::ClientError| BenchError::Run(format!("hello: {e}"));
-    let reply = Client::connect(dir).and_then(|mut c| c.call("hello", json!({}))).map_err(cfg)?;
+    let reply = Client::connect(dir)
+        .and_then(|mut c| c.call("hello", json!({})))
+        .map_err(cfg)?;
     Ok(reply.result["last_lsn"].as_u64().unwrap_or(0))
 }
 
@@ -292,7 +301,12 @@ impl Drop for Worker {
 }
 
 /// Runs the P worker processes against `target`.
-fn run_phase(cfg: &ClientsConfig, name: &str, target: Target, protocol: bool) -> Result<PhaseReport> {
+fn run_phase(
+    cfg: &ClientsConfig,
+    name: &str,
+    target: Target,
+    protocol: bool,
+) -> Result<PhaseReport> {
     let (conns, pipeline) = if protocol {
         (cfg.conns, cfg.pipeline)
     } else {
@@ -332,7 +346,9 @@ fn run_phase(cfg: &ClientsConfig, name: &str, target: Target, protocol: bool) ->
     for (i, w) in workers.iter_mut().enumerate() {
         let ready = w.line(i, "it was ready")?;
         if ready.trim() != "ready" {
-            return Err(BenchError::Run(format!("client process #{i} said {ready:?}, not `ready`")));
+            return Err(BenchError::Run(format!(
+                "client process #{i} said {ready:?}, not `ready`"
+            )));
         }
     }
     for w in &mut workers {
@@ -370,13 +386,19 @@ fn phase_report(
         seconds = seconds.max(r.seconds);
         first_error = first_error.or_else(|| r.first_error.clone());
     }
-    let latency = hist.summary().filter(|_| rate > 0.0).ok_or_else(|| BenchError::NothingMeasured {
-        phase: format!("clients/{name}"),
-        detail: format!(
-            "0 acknowledged operations ({refused} refused, {failed} failed{})",
-            first_error.as_deref().map(|e| format!("; first: {e}")).unwrap_or_default()
-        ),
-    })?;
+    let latency =
+        hist.summary()
+            .filter(|_| rate > 0.0)
+            .ok_or_else(|| BenchError::NothingMeasured {
+                phase: format!("clients/{name}"),
+                detail: format!(
+                    "0 acknowledged operations ({refused} refused, {failed} failed{})",
+                    first_error
+                        .as_deref()
+                        .map(|e| format!("; first: {e}"))
+                        .unwrap_or_default()
+                ),
+            })?;
     Ok(PhaseReport {
         target: name.to_string(),
         processes,
@@ -435,7 +457,10 @@ pub fn run_clients(cfg: &ClientsConfig) -> Result<ClientsReport> {
         None
     };
     let (sqlite, json_rewrite) = if cfg.compare {
-        (Some(sqlite_phase(cfg, run.path())?), Some(json_phase(cfg, run.path())?))
+        (
+            Some(sqlite_phase(cfg, run.path())?),
+            Some(json_phase(cfg, run.path())?),
+        )
     } else {
         (None, None)
     };
@@ -506,7 +531,10 @@ mod tests {
         assert_eq!(p.latency.count, 150);
         assert_eq!(p.first_error.as_deref(), Some("boom"));
         let e = phase_report("x", 1, 1, 1, &[result(0, 1.0, 3)]).unwrap_err();
-        assert!(e.to_string().contains("3 failed") && e.to_string().contains("boom"), "{e}");
+        assert!(
+            e.to_string().contains("3 failed") && e.to_string().contains("boom"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -530,7 +558,11 @@ mod tests {
             pipeline: 4,
             ..ok.clone()
         };
-        assert!(cli.validate().unwrap_err().to_string().contains("--via cli"));
+        assert!(cli
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--via cli"));
         let zero = ClientsConfig { procs: 0, ..ok };
         assert!(zero.validate().is_err());
     }

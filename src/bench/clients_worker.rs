@@ -125,7 +125,11 @@ impl Session for Wire {
         self.buf.clear();
         for &a in batch {
             self.next_id += 1;
-            let durable = if self.durable { ",\"durable\":true" } else { "" };
+            let durable = if self.durable {
+                ",\"durable\":true"
+            } else {
+                ""
+            };
             // Agent names are `agent-NNNNNN`: nothing to escape.
             let _ = writeln!(
                 self.buf,
@@ -224,7 +228,9 @@ impl Session for Cli {
                 Ok(o) => {
                     let err = String::from_utf8_lossy(&o.stderr).trim().to_string();
                     let refused = err.contains("locked by another writer");
-                    t.error(refused, || format!("agentlog heartbeat ({}): {err}", o.status));
+                    t.error(refused, || {
+                        format!("agentlog heartbeat ({}): {err}", o.status)
+                    });
                 }
                 Err(e) => {
                     let msg = format!("cannot run {}: {e}", self.exe.display());
@@ -319,7 +325,9 @@ pub fn run_worker(mut input: impl BufRead, mut output: impl Write) -> Result<()>
             })
         })
         .collect();
-    writeln!(output, "ready").and_then(|_| output.flush()).map_err(io)?;
+    writeln!(output, "ready")
+        .and_then(|_| output.flush())
+        .map_err(io)?;
     line.clear();
     input.read_line(&mut line).map_err(io)?;
     if line.trim() != "go" {
@@ -351,7 +359,9 @@ pub fn run_worker(mut input: impl BufRead, mut output: impl Write) -> Result<()>
         latency: all.hist.to_parts(),
     };
     let text = serde_json::to_string(&result).expect("a worker result serializes");
-    writeln!(output, "{text}").and_then(|_| output.flush()).map_err(io)
+    writeln!(output, "{text}")
+        .and_then(|_| output.flush())
+        .map_err(io)
 }
 
 #[cfg(test)]

@@ -1,12 +1,13 @@
 //! The protocol's own bound for `bench clients --echo`: a bare tokio
 //! JSON-lines server on a Unix socket that speaks the daemon's framing and
-//! request grammar (it reuses the daemon's line reader and request parser)
-//! and answers every request with a heartbeat-shaped result, touching no
-//! store. Replies are buffered and flushed when no further request is
-//! already buffered, as the daemon does, so the ratio daemon / echo is the
-//! share of the socket round trip the store and the dispatch cost.
+//! request grammar and answers every request with a heartbeat-shaped
+//! result, touching no store. It decodes and answers a heartbeat line with
+//! the daemon's own hot-path code (any other line with the general request
+//! parser), and buffers replies, flushing when no further request is
+//! already buffered, as the daemon does: so the ratio daemon / echo is the
+//! share of the socket round trip the store itself costs.
 
-use crate::daemon::conn::{error_doc, parse, send};
+use crate::daemon::conn::{error_doc, parse, send, HotHeartbeat};
 use crate::daemon::frame::{self, Frame};
 use anyhow::Context;
 use serde_json::{json, Value};
@@ -31,8 +32,8 @@ pub fn serve_echo(socket: &Path, ready: impl FnOnce(&Path)) -> anyhow::Result<()
     let served = rt.block_on(async {
         let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
         let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-        let listener = UnixListener::bind(socket)
-            .with_context(|| format!("binding {}", socket.display()))?;
+        let listener =
+            UnixListener::bind(socket).with_context(|| format!("binding {}", socket.display()))?;
         let answered = Arc::new(AtomicU64::new(0));
         ready(socket);
         loop {
@@ -48,7 +49,8 @@ pub fn serve_echo(socket: &Path, ready: impl FnOnce(&Path)) -> anyhow::Result<()
         anyhow::Ok(())
     });
     drop(rt);
-    let removed = std::fs::remove_file(socket).with_context(|| format!("removing {}", socket.display()));
+    let removed =
+        std::fs::remove_file(socket).with_context(|| format!("removing {}", socket.display()));
     served?;
     removed
 }
@@ -59,6 +61,7 @@ async fn echo_conn(stream: UnixStream, answered: Arc<AtomicU64>) {
     let mut rd = BufReader::with_capacity(64 << 10, rd);
     let mut wr = BufWriter::with_capacity(64 << 10, wr);
     let mut line = Vec::new();
+    let mut reply = Vec::with_capacity(128);
     loop {
         if rd.buffer().is_empty() && wr.flush().await.is_err() {
             return;
@@ -70,6 +73,14 @@ async fn echo_conn(stream: UnixStream, answered: Arc<AtomicU64>) {
                 return;
             }
             Ok(Frame::TooLong) | Err(_) => return,
+        }
+        if let Some(hb) = HotHeartbeat::decode(&line) {
+            reply.clear();
+            hb.write_ok(answered.fetch_add(1, Ordering::Relaxed) + 1, &mut reply);
+            if wr.write_all(&reply).await.is_err() {
+                return;
+            }
+            continue;
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;

@@ -315,14 +315,19 @@ mod tests {
         let text = serde_json::to_string(&h.to_parts()).unwrap();
         let back = Histogram::from_parts(&serde_json::from_str(&text).unwrap()).unwrap();
         assert_eq!(back, h);
-        assert_eq!(Histogram::from_parts(&Histogram::new().to_parts()).unwrap(), Histogram::new());
+        assert_eq!(
+            Histogram::from_parts(&Histogram::new().to_parts()).unwrap(),
+            Histogram::new()
+        );
         let bad = HistogramParts {
             buckets: vec![(u32::MAX, 1)],
             min: 0,
             max: 0,
             sum: 0,
         };
-        assert!(Histogram::from_parts(&bad).unwrap_err().contains("out of range"));
+        assert!(Histogram::from_parts(&bad)
+            .unwrap_err()
+            .contains("out of range"));
     }
 
     #[test]

@@ -63,7 +63,15 @@ fn print(w: &mut W, r: &ClientsReport) -> Result<()> {
         .collect();
     output::table(
         w,
-        &["TARGET", "OPS/S", "P50 µs", "P99 µs", "P99.9 µs", "REFUSED", "FAILED"],
+        &[
+            "TARGET",
+            "OPS/S",
+            "P50 µs",
+            "P99 µs",
+            "P99.9 µs",
+            "REFUSED",
+            "FAILED",
+        ],
         &rows,
     )?;
     for (other, ratio) in &r.ratios {

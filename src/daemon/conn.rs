@@ -282,7 +282,7 @@ where
     T::deserialize(d).map(Some)
 }
 
-struct HotHeartbeat<'a> {
+pub(crate) struct HotHeartbeat<'a> {
     id: Value,
     name: Cow<'a, str>,
     pid: Option<u32>,
@@ -293,7 +293,7 @@ struct HotHeartbeat<'a> {
 
 impl<'a> HotHeartbeat<'a> {
     /// The heartbeat `line` asks for, or `None` for the general path.
-    fn decode(line: &'a [u8]) -> Option<HotHeartbeat<'a>> {
+    pub(crate) fn decode(line: &'a [u8]) -> Option<HotHeartbeat<'a>> {
         let req: HotRequest<'a> = serde_json::from_slice(line).ok()?;
         let p = req.params;
         if req.method != "heartbeat" || p.name.is_empty() {
@@ -312,22 +312,29 @@ impl<'a> HotHeartbeat<'a> {
         })
     }
 
+    /// Writes the success reply for `lsn`:
+    /// `{"id":…,"result":{"agent":…,"lsn":…}}`, keys in the order
+    /// serde_json's maps serialize them.
+    pub(crate) fn write_ok(&self, lsn: Lsn, out: &mut Vec<u8>) {
+        let json = "a string or a JSON value always serializes";
+        out.extend_from_slice(b"{\"id\":");
+        serde_json::to_writer(&mut *out, &self.id).expect(json);
+        out.extend_from_slice(b",\"result\":{\"agent\":");
+        serde_json::to_writer(&mut *out, self.name.as_ref()).expect(json);
+        out.extend_from_slice(b",\"lsn\":");
+        serde_json::to_writer(&mut *out, &lsn).expect(json);
+        out.extend_from_slice(b"}}\n");
+    }
+
     /// Appends the heartbeat (lazily) and writes its response line to `out`
     /// (what the general path would send); the LSN appended, if any.
     fn answer(self, store: &crate::store::Store, peer: &Peer, out: &mut Vec<u8>) -> Option<Lsn> {
-        let beat = with_origin(peer.origin(), || store.heartbeat(&self.name, self.pid, self.at));
+        let beat = with_origin(peer.origin(), || {
+            store.heartbeat(&self.name, self.pid, self.at)
+        });
         match beat {
             Ok(lsn) => {
-                // `{"id":…,"result":{"agent":…,"lsn":…}}`, keys in the order
-                // serde_json's maps serialize them.
-                let json = "a string or a JSON value always serializes";
-                out.extend_from_slice(b"{\"id\":");
-                serde_json::to_writer(&mut *out, &self.id).expect(json);
-                out.extend_from_slice(b",\"result\":{\"agent\":");
-                serde_json::to_writer(&mut *out, self.name.as_ref()).expect(json);
-                out.extend_from_slice(b",\"lsn\":");
-                serde_json::to_writer(&mut *out, &lsn).expect(json);
-                out.extend_from_slice(b"}}\n");
+                self.write_ok(lsn, out);
                 Some(lsn)
             }
             Err(e) => {
@@ -534,9 +541,18 @@ mod tests {
             pid: Some(2),
         };
         for (line, agent) in [
-            (r#"{"id":"7\n","method":"heartbeat","params":{"name":"w\"\u00e9"}}"#, "w\"é"),
-            (r#"{"id":[1.5,{"b":1,"a":2}],"method":"heartbeat","params":{"name":"w\"é"}}"#, "w\"é"),
-            (r#"{"id":3,"method":"heartbeat","params":{"name":"ghost"}}"#, "ghost"),
+            (
+                r#"{"id":"7\n","method":"heartbeat","params":{"name":"w\"\u00e9"}}"#,
+                "w\"é",
+            ),
+            (
+                r#"{"id":[1.5,{"b":1,"a":2}],"method":"heartbeat","params":{"name":"w\"é"}}"#,
+                "w\"é",
+            ),
+            (
+                r#"{"id":3,"method":"heartbeat","params":{"name":"ghost"}}"#,
+                "ghost",
+            ),
         ] {
             let hb = HotHeartbeat::decode(line.as_bytes()).unwrap();
             let id = hb.id.clone();
@@ -553,7 +569,10 @@ mod tests {
             };
             let mut want = serde_json::to_vec(&want).unwrap();
             want.push(b'\n');
-            assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(want).unwrap());
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
             assert_eq!(appended, agent != "ghost");
         }
     }
