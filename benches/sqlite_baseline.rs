@@ -18,6 +18,7 @@
 
 use agentlog::bench::baseline::agent_name;
 use agentlog::bench::heartbeats::HeartbeatTarget;
+use agentlog::bench::sqlite::{self, UPDATE};
 use agentlog::bench::targets::{RawLogTarget, StoreTarget};
 use agentlog::time::Timestamp;
 use criterion::measurement::WallTime;
@@ -40,41 +41,14 @@ fn tally(name: &str, ops: u64, took: Duration) {
     e.1 += took;
 }
 
+/// A connection of the library's SQLite baseline (WAL, busy timeout).
 fn sqlite_open(path: &Path, synchronous: &str) -> Connection {
-    let c = Connection::open(path).expect("open sqlite");
-    c.busy_timeout(Duration::from_secs(30))
-        .expect("busy_timeout");
-    let mode: String = c
-        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-        .expect("WAL");
-    assert_eq!(mode, "wal");
-    c.execute_batch(&format!("PRAGMA synchronous={synchronous};"))
-        .expect("synchronous");
-    c
+    sqlite::open(path, synchronous == "FULL").expect("open sqlite")
 }
 
 fn sqlite_create(path: &Path) {
-    let mut c = sqlite_open(path, "NORMAL");
-    c.execute_batch(
-        "CREATE TABLE agents (name TEXT PRIMARY KEY, provider TEXT NOT NULL, cwd TEXT NOT NULL,
-         status TEXT NOT NULL, pid INTEGER, last_active INTEGER NOT NULL);",
-    )
-    .expect("create table");
-    let tx = c.transaction().expect("tx");
-    {
-        let mut ins = tx
-            .prepare("INSERT INTO agents VALUES (?1, 'claude', '/home/dev/proj', 'live', ?2, ?3)")
-            .expect("prepare insert");
-        let now = Timestamp::now().as_millis();
-        for i in 0..AGENTS {
-            ins.execute(params![agent_name(i), 10_000 + i as i64, now])
-                .expect("insert");
-        }
-    }
-    tx.commit().expect("commit");
+    sqlite::create(path, AGENTS).expect("create the sqlite table");
 }
-
-const UPDATE: &str = "UPDATE agents SET last_active = ?1 WHERE name = ?2";
 
 /// `per` heartbeats round-robin from `start` on one connection.
 fn sqlite_heartbeats(c: &Connection, names: &[String], start: usize, per: u64) {

@@ -204,3 +204,88 @@ fn bench_replay_of_an_existing_store_folds_its_records() {
     assert!(!env.dir.join("agentlog").exists());
     assert_eq!(env.json(&["bench", "replay"])["events"], 3);
 }
+
+/// `bench clients`: separate client processes through a daemon the run
+/// starts, and the same processes against the echo bound, SQLite and the
+/// JSON rewrite; every phase counted acknowledged heartbeats, none refused,
+/// and the servers and run directory are gone afterwards.
+#[test]
+fn bench_clients_measures_every_phase_through_separate_processes() {
+    let env = Env::new();
+    let doc = env.json(&[
+        "bench",
+        "clients",
+        "--procs",
+        "2",
+        "--agents",
+        "50",
+        "--seconds",
+        "1",
+        "--pipeline",
+        "4",
+        "--echo",
+        "--compare",
+    ]);
+    assert_eq!(
+        (doc["procs"].as_u64(), doc["agents"].as_u64()),
+        (Some(2), Some(50))
+    );
+    assert_eq!(doc["via"], "daemon");
+    for phase in ["main", "echo", "sqlite", "json_rewrite"] {
+        let p = &doc[phase];
+        assert!(p["ops"].as_u64().unwrap() > 0, "{phase}: {p}");
+        assert_eq!(p["refused"], 0, "{phase}: {p}");
+        assert_eq!(p["failed"], 0, "{phase}: {p}");
+        assert_eq!(p["processes"], 2, "{phase}: {p}");
+        // The sum of each process's rate: at least all ops over the longest.
+        let floor = pos(p, "ops") / pos(p, "seconds");
+        assert!(pos(p, "ops_per_s") >= floor * (1.0 - 1e-9), "{phase}: {p}");
+        for q in ["p50_us", "p99_us", "p999_us"] {
+            assert!(p["latency"][q].as_f64().unwrap() > 0.0, "{phase} {q}: {p}");
+        }
+        assert_eq!(p["latency"]["count"], p["ops"], "{phase}: {p}");
+    }
+    assert_eq!(doc["main"]["target"], "daemon");
+    assert_eq!(doc["main"]["pipeline"], 4);
+    assert_eq!(doc["sqlite"]["pipeline"], 1);
+    // Every acknowledged heartbeat was logged by the daemon.
+    assert!(
+        doc["main"]["events_logged"].as_u64() >= doc["main"]["ops"].as_u64(),
+        "{doc}"
+    );
+    let main = pos(&doc["main"], "ops_per_s");
+    for other in ["echo", "sqlite", "json_rewrite"] {
+        let want = main / pos(&doc[other], "ops_per_s");
+        let got = doc["ratios"][other].as_f64().unwrap();
+        assert!((got - want).abs() <= 1e-9 * want, "{other}: {doc}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&env.dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "the run left {left:?}");
+
+    let cli = env.json(&[
+        "bench",
+        "clients",
+        "--procs",
+        "2",
+        "--agents",
+        "10",
+        "--seconds",
+        "0.5",
+        "--via",
+        "cli",
+    ]);
+    assert_eq!(cli["main"]["target"], "cli");
+    assert!(cli["main"]["ops"].as_u64().unwrap() > 0, "{cli}");
+    assert_eq!(
+        (
+            cli["main"]["refused"].as_u64(),
+            cli["main"]["failed"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
+    env.run_bare(&["bench", "clients", "--via", "cli", "--pipeline", "4"])
+        .fails(2, "--via cli");
+}

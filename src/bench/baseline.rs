@@ -128,6 +128,15 @@ impl JsonRewriteRegistry {
         })
     }
 
+    /// The registry another process built in `dir` with
+    /// [`HeartbeatTarget::register_all`] of `agents` (its rows are found by
+    /// name on every change); writes nothing.
+    pub fn attach(dir: &Path, agents: usize) -> Result<Self> {
+        let mut reg = JsonRewriteRegistry::new(dir)?;
+        reg.names = (0..agents).map(agent_name).collect();
+        Ok(reg)
+    }
+
     /// Path of `registry.json`.
     pub fn path(&self) -> &Path {
         &self.path

@@ -52,6 +52,15 @@ pub struct LatencySummary {
     pub mean_us: f64,
 }
 
+/// A [`Histogram`] in transit: its non-empty `(bucket, count)` pairs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistogramParts {
+    pub buckets: Vec<(u32, u64)>,
+    pub min: u64,
+    pub max: u64,
+    pub sum: u128,
+}
+
 #[inline]
 fn index_of(v: u64) -> usize {
     if v < SUB {
@@ -162,6 +171,42 @@ impl Histogram {
         self.quantile_us(0.999)
     }
 
+    /// The non-empty buckets and the exact aggregates, for sending a
+    /// histogram between processes (`bench clients` workers).
+    pub fn to_parts(&self) -> HistogramParts {
+        let buckets = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (i as u32, c))
+            .collect();
+        HistogramParts {
+            buckets,
+            min: self.min,
+            max: self.max,
+            sum: self.sum,
+        }
+    }
+
+    /// The histogram [`Histogram::to_parts`] made; a bucket index out of
+    /// range is an error naming it.
+    pub fn from_parts(p: &HistogramParts) -> Result<Self, String> {
+        let mut h = Histogram::new();
+        for &(i, c) in &p.buckets {
+            let slot = h
+                .counts
+                .get_mut(i as usize)
+                .ok_or_else(|| format!("histogram bucket {i} out of range (< {BUCKETS})"))?;
+            *slot += c;
+            h.total += c;
+        }
+        if h.total > 0 {
+            (h.min, h.max, h.sum) = (p.min, p.max, p.sum);
+        }
+        Ok(h)
+    }
+
     /// The usual quantiles in µs, or `None` when nothing was recorded.
     pub fn summary(&self) -> Option<LatencySummary> {
         Some(LatencySummary {
@@ -259,6 +304,30 @@ mod tests {
                 assert_close(&a, &values, q);
             }
         }
+    }
+
+    #[test]
+    fn parts_round_trip_through_json() {
+        let mut h = Histogram::new();
+        for v in [3u64, 900, 45_000, 45_001, 7_000_000_000] {
+            h.record(v);
+        }
+        let text = serde_json::to_string(&h.to_parts()).unwrap();
+        let back = Histogram::from_parts(&serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(
+            Histogram::from_parts(&Histogram::new().to_parts()).unwrap(),
+            Histogram::new()
+        );
+        let bad = HistogramParts {
+            buckets: vec![(u32::MAX, 1)],
+            min: 0,
+            max: 0,
+            sum: 0,
+        };
+        assert!(Histogram::from_parts(&bad)
+            .unwrap_err()
+            .contains("out of range"));
     }
 
     #[test]

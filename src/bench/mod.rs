@@ -19,8 +19,14 @@
 //! - [`scaling`]: the agents × writers sweep, its CSV and SVG plot.
 //! - [`targets`]: the agentlog side of the workload (registry `Store`
 //!   commands by default; raw log appends for the log-only figure).
+//! - [`clients`], [`clients_worker`], [`echo`], [`sqlite`]: `bench clients`,
+//!   P client processes through the daemon against the protocol's bound,
+//!   SQLite and the JSON rewrite.
 
 pub mod baseline;
+pub mod clients;
+pub mod clients_worker;
+pub mod echo;
 pub mod heartbeats;
 pub mod latency;
 pub mod machine;
@@ -28,6 +34,8 @@ pub mod reports;
 pub mod rss;
 pub mod runners;
 pub mod scaling;
+#[cfg(feature = "sqlite-baseline")]
+pub mod sqlite;
 pub mod targets;
 
 use std::path::PathBuf;
@@ -57,6 +65,9 @@ pub enum BenchError {
     NothingMeasured { phase: String, detail: String },
     #[error("invalid benchmark configuration: {0}")]
     Config(String),
+    /// A process or server of the benchmark failed (what and its output).
+    #[error("benchmark run failed: {0}")]
+    Run(String),
     #[error("benchmark target `{target}` failed on agent #{agent}: {message}")]
     Target {
         target: &'static str,

@@ -621,6 +621,56 @@ pub enum Bench {
     Export(BenchExport),
     /// Time compacting a log where most agents finished long ago
     Compact(BenchCompact),
+    /// Heartbeats from P client processes through a daemon this run starts
+    Clients(BenchClients),
+    /// One client process of `bench clients` (spec on stdin)
+    #[command(hide = true)]
+    ClientsWorker,
+    /// The protocol's bound for `bench clients --echo`: answers without a store
+    #[command(hide = true)]
+    EchoServer(BenchEchoServer),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Via {
+    /// Requests on connections kept open
+    Daemon,
+    /// One `agentlog heartbeat` process per heartbeat
+    Cli,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchClients {
+    /// Client processes
+    #[arg(long, value_name = "P", default_value_t = 8, value_parser = count(MAX_WRITERS))]
+    pub procs: usize,
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
+    pub agents: usize,
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = seconds)]
+    pub seconds: f64,
+    /// Each heartbeat answered only after an fsync covers it
+    #[arg(long)]
+    pub durable: bool,
+    /// Requests in flight per connection
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = count(4096))]
+    pub pipeline: usize,
+    /// Connections per client process
+    #[arg(long, value_name = "C", default_value_t = 1, value_parser = count(MAX_WRITERS))]
+    pub conns: usize,
+    #[arg(long, value_enum, default_value_t = Via::Daemon)]
+    pub via: Via,
+    /// Also run the same processes against SQLite (WAL) and the whole-file JSON rewrite
+    #[arg(long)]
+    pub compare: bool,
+    /// Also run them against a bare server of the same protocol (the bound)
+    #[arg(long)]
+    pub echo: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchEchoServer {
+    #[arg(long, value_name = "PATH")]
+    pub socket: PathBuf,
 }
 
 #[derive(Debug, Args)]

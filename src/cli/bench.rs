@@ -194,6 +194,9 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
                 print_machine(&mut out, &r.machine)?;
             }
         }
+        args::Bench::Clients(a) => super::bench_clients::clients(ui, &mut out, dir, a)?,
+        args::Bench::ClientsWorker => super::bench_clients::worker()?,
+        args::Bench::EchoServer(a) => super::bench_clients::echo_server(&a)?,
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
@@ -247,7 +250,7 @@ fn print_machine(w: &mut W, m: &MachineInfo) -> Result<()> {
 }
 
 /// A bad benchmark configuration is a usage error (exit 2).
-fn usage(e: BenchError) -> anyhow::Error {
+pub(super) fn usage(e: BenchError) -> anyhow::Error {
     match e {
         BenchError::Config(m) => Usage(format!("invalid benchmark configuration: {m}")).into(),
         e => e.into(),

@@ -6,6 +6,7 @@
 mod agents;
 pub mod args;
 mod bench;
+mod bench_clients;
 mod check;
 mod commands;
 mod demo;

@@ -184,11 +184,15 @@ fn this_invocation() -> Result<(String, Map<String, Value>)> {
     Ok((path.join("."), params))
 }
 
-/// The command line that `method` with `params` stands for.
-fn argv_of(dir: &Path, method: &str, params: &Map<String, Value>) -> Result<Vec<String>, String> {
-    let mut root = Cli::command();
-    root.build(); // assigns positional indices
-    let mut cmd = &root;
+/// The command line that `method` with `params` stands for; `root` is the
+/// built grammar (positional indices assigned).
+fn argv_of(
+    root: &clap::Command,
+    dir: &Path,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Vec<String>, String> {
+    let mut cmd = root;
     let mut argv = vec![
         "agentlog".to_string(),
         "--dir".into(),
@@ -246,6 +250,20 @@ fn scalar(v: &Value) -> String {
 /// The daemon side: CLI commands against the served store.
 struct CliDispatch {
     dir: PathBuf,
+    /// The CLI grammar, built once: building it costs more than running a
+    /// small command, and every request is parsed with it.
+    grammar: std::sync::Mutex<clap::Command>,
+}
+
+impl CliDispatch {
+    fn new(dir: &Path) -> CliDispatch {
+        let mut grammar = Cli::command();
+        grammar.build(); // assigns positional indices
+        CliDispatch {
+            dir: dir.to_path_buf(),
+            grammar: std::sync::Mutex::new(grammar),
+        }
+    }
 }
 
 impl Dispatch for CliDispatch {
@@ -267,11 +285,14 @@ impl Dispatch for CliDispatch {
                 "log: `follow` is not a request: use the `watch` method".into(),
             ));
         }
-        let argv = argv_of(&self.dir, method, params).map_err(usage)?;
-        let cli = Cli::command()
-            .try_get_matches_from(&argv)
-            .and_then(|m| Cli::from_arg_matches(&m))
-            .map_err(|e| usage(super::clap_message(&e)))?;
+        let cli = {
+            let mut grammar = self.grammar.lock().unwrap_or_else(|e| e.into_inner());
+            let argv = argv_of(&grammar, &self.dir, method, params).map_err(usage)?;
+            grammar
+                .try_get_matches_from_mut(&argv)
+                .and_then(|m| Cli::from_arg_matches(&m))
+                .map_err(|e| usage(super::clap_message(&e)))?
+        };
         let ui = Ui {
             json: cli.json,
             quiet: true,
@@ -389,9 +410,7 @@ fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
         socket_mode: if group { 0o660 } else { 0o600 },
         ..ServeOptions::default()
     };
-    let dispatch = Arc::new(CliDispatch {
-        dir: dir.to_path_buf(),
-    });
+    let dispatch = Arc::new(CliDispatch::new(dir));
     server::serve(store, dispatch, sopts, |path| {
         println!(
             "agentlog serve: listening on {} (pid {})",

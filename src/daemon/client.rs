@@ -101,12 +101,19 @@ impl Client {
         Ok(id)
     }
 
+    /// Queues already-encoded request lines (each ending in `\n`) as they
+    /// are: for load generators that must not pay a JSON encoding per call.
+    pub fn send_encoded(&mut self, lines: &[u8]) -> Result<(), ClientError> {
+        self.writer.write_all(lines).map_err(|e| self.io(e))
+    }
+
     pub fn flush(&mut self) -> Result<(), ClientError> {
         self.writer.flush().map_err(|e| self.io(e))
     }
 
-    /// Reads the next response line as JSON (flushing queued requests).
-    pub fn recv_raw(&mut self) -> Result<Value, ClientError> {
+    /// Reads the next response line into `self.line` (flushing queued
+    /// requests); the daemon closing the connection is an error.
+    fn read_line(&mut self) -> Result<(), ClientError> {
         self.flush()?;
         self.line.clear();
         let n = self
@@ -119,10 +126,31 @@ impl Client {
                 what: "the daemon closed the connection".into(),
             });
         }
+        Ok(())
+    }
+
+    /// The next response line, undecoded (with its `\n`).
+    pub fn recv_line(&mut self) -> Result<&str, ClientError> {
+        self.read_line()?;
+        Ok(&self.line)
+    }
+
+    /// Reads the next response line as JSON (flushing queued requests).
+    pub fn recv_raw(&mut self) -> Result<Value, ClientError> {
+        self.read_line()?;
         serde_json::from_str(&self.line).map_err(|e| ClientError::Protocol {
             path: self.path.clone(),
             what: format!("{e}"),
         })
+    }
+
+    /// Splits a response line into a reply or an error (see [`Client::recv`]).
+    pub fn reply_of_line(&self, line: &str) -> Result<Reply, ClientError> {
+        let doc = serde_json::from_str(line).map_err(|e| ClientError::Protocol {
+            path: self.path.clone(),
+            what: format!("{e}"),
+        })?;
+        reply_of(&self.path, doc)
     }
 
     /// Reads the next response and splits it into a reply or an error.

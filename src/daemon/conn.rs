@@ -3,19 +3,37 @@
 //! are buffered and flushed whenever no further request is already buffered,
 //! so pipelined requests cost one write. Operation methods run on the
 //! blocking pool (a durable write waits for its fsync there, sharing it with
-//! other connections); a lazy heartbeat is appended inline (microseconds).
+//! other connections).
+//!
+//! The hot path is the heartbeat of an agent fleet: a line that is exactly
+//! `{"id", "method": "heartbeat", "params": {"name", "pid"?, "at"?,
+//! "durable"?}}` is decoded without building a JSON tree, appended inline
+//! (microseconds), and answered by writing the reply's bytes straight into
+//! the output, byte for byte what the general path sends. A durable one's
+//! reply is held until the daemon's sync task reports an fsync covering it
+//! (`durable`: one fsync for every connection waiting, and for a whole
+//! pipelined batch). Lines already in the read buffer are taken without
+//! arming the idle timer, and watchers are woken once per drained buffer
+//! rather than once per heartbeat. Anything else about a line (another
+//! method, an unknown key, a `null`, a bad time) takes the general path,
+//! which answers it exactly as before, after the held replies.
 
+use super::durable::Held;
 use super::frame::{self, Frame};
 use super::server::Shared;
 use super::{code, ErrorReply, Peer, PROTOCOL_VERSION};
+use crate::registry::Lsn;
 use crate::store::with_origin;
 use crate::time::Timestamp;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
+use tokio::sync::Notify;
 
 pub(crate) type Writer = BufWriter<OwnedWriteHalf>;
 
@@ -27,7 +45,7 @@ pub(crate) struct Request {
 }
 
 /// Parses a request line, or the error reply for it.
-fn parse(line: &[u8]) -> Result<Request, (Value, ErrorReply)> {
+pub(crate) fn parse(line: &[u8]) -> Result<Request, (Value, ErrorReply)> {
     let doc: Value = serde_json::from_slice(line).map_err(|e| {
         let msg = format!("request is not valid JSON: {e}");
         (Value::Null, ErrorReply::new(code::PARSE_ERROR, msg, 2))
@@ -86,6 +104,27 @@ pub(crate) fn peer_of(stream: &UnixStream) -> Peer {
     }
 }
 
+/// Wakes the watchers once for the hot-path writes since the last wake-up
+/// (also when the connection ends).
+struct Wake<'a> {
+    committed: &'a Notify,
+    pending: bool,
+}
+
+impl Wake<'_> {
+    fn now(&mut self) {
+        if std::mem::take(&mut self.pending) {
+            self.committed.notify_waiters();
+        }
+    }
+}
+
+impl Drop for Wake<'_> {
+    fn drop(&mut self) {
+        self.now();
+    }
+}
+
 /// Serves one connection until it ends.
 pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
     let peer = peer_of(&stream);
@@ -94,19 +133,36 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
     let mut wr = BufWriter::with_capacity(64 << 10, wr);
     let mut shutdown = shared.shutdown.clone();
     let mut line = Vec::new();
+    // Who the peer is does not change: decided once per connection.
+    let hot = shared.dispatch.knows("heartbeat") && shared.access.may_write(&peer);
+    let mut reply = Vec::with_capacity(128);
+    let mut wake = Wake {
+        committed: &shared.committed,
+        pending: false,
+    };
+    let mut held = Held::default();
     loop {
-        if rd.buffer().is_empty() && wr.flush().await.is_err() {
-            return;
+        let buffered = rd.buffer().contains(&b'\n');
+        if !buffered {
+            wake.now();
+            if held.settle(&shared.syncer, &mut wr).await.is_err() || wr.flush().await.is_err() {
+                return;
+            }
         }
         if *shutdown.borrow_and_update() {
             let msg = "the daemon is shutting down";
             return fail(&mut wr, ErrorReply::new(code::SHUTTING_DOWN, msg, 1)).await;
         }
         let idle = shared.opts.idle_timeout;
-        let read = tokio::select! {
-            biased;
-            _ = shutdown.changed() => continue,
-            r = tokio::time::timeout(idle, frame::read_line(&mut rd, &mut line, shared.opts.max_line)) => r,
+        let read = if buffered {
+            // A whole line is buffered: no wait, so no timer and no select.
+            Ok(frame::read_line(&mut rd, &mut line, shared.opts.max_line).await)
+        } else {
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => continue,
+                r = tokio::time::timeout(idle, frame::read_line(&mut rd, &mut line, shared.opts.max_line)) => r,
+            }
         };
         match read {
             Err(_) => {
@@ -119,6 +175,9 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
                 return;
             }
             Ok(Ok(Frame::TooLong)) => {
+                if held.settle(&shared.syncer, &mut wr).await.is_err() {
+                    return;
+                }
                 let msg = format!(
                     "request line longer than {} bytes: connection closed",
                     shared.opts.max_line
@@ -126,6 +185,36 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
                 return fail(&mut wr, ErrorReply::new(code::LINE_TOO_LONG, msg, 2)).await;
             }
             Ok(Ok(Frame::Line)) => {}
+        }
+        if hot {
+            if let Some(hb) = HotHeartbeat::decode(&line) {
+                reply.clear();
+                let durable_id = hb.durable.then(|| hb.id.clone());
+                let lsn = hb.answer(&shared.store, &peer, &mut reply);
+                wake.pending |= lsn.is_some();
+                let written = match (durable_id, lsn) {
+                    (Some(id), Some(lsn)) => {
+                        if !held.hold(&reply, Some((id, lsn))) {
+                            continue;
+                        }
+                        held.settle(&shared.syncer, &mut wr).await
+                    }
+                    _ if !held.is_empty() => {
+                        if !held.hold(&reply, None) {
+                            continue;
+                        }
+                        held.settle(&shared.syncer, &mut wr).await
+                    }
+                    _ => wr.write_all(&reply).await,
+                };
+                if written.is_err() {
+                    return;
+                }
+                continue;
+            }
+        }
+        if held.settle(&shared.syncer, &mut wr).await.is_err() {
+            return;
         }
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -140,10 +229,11 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             }
         };
         if req.method == "watch" {
+            wake.now();
             if wr.flush().await.is_err() {
                 return;
             }
-            return super::watch::run(wr, req, shared, peer).await;
+            return super::watch::run(wr, req, shared.clone(), peer).await;
         }
         let doc = match answer(&shared, &peer, req.method, req.params).await {
             Ok((result, 0)) => json!({"id": req.id, "result": result}),
@@ -152,6 +242,109 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
         };
         if send(&mut wr, &doc).await.is_err() {
             return;
+        }
+    }
+}
+
+/// A lazy heartbeat request line in the one shape the hot path takes (see
+/// the module doc); every field borrowed from the line where it can be.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HotRequest<'a> {
+    #[serde(default)]
+    id: Value,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(borrow)]
+    params: HotParams<'a>,
+}
+
+/// `null` is not "absent" for the general path (it is a usage error there),
+/// so an optional field here takes only a value of its type.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HotParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(default, deserialize_with = "present")]
+    pid: Option<u32>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    at: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    durable: Option<bool>,
+}
+
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+pub(crate) struct HotHeartbeat<'a> {
+    id: Value,
+    name: Cow<'a, str>,
+    pid: Option<u32>,
+    at: Option<Timestamp>,
+    /// Answered only once an fsync covers it ([`Held`]).
+    durable: bool,
+}
+
+impl<'a> HotHeartbeat<'a> {
+    /// The heartbeat `line` asks for, or `None` for the general path.
+    pub(crate) fn decode(line: &'a [u8]) -> Option<HotHeartbeat<'a>> {
+        let req: HotRequest<'a> = serde_json::from_slice(line).ok()?;
+        let p = req.params;
+        if req.method != "heartbeat" || p.name.is_empty() {
+            return None;
+        }
+        let at = match p.at {
+            Some(t) => Some(Timestamp::parse_rfc3339(&t).ok()?),
+            None => None,
+        };
+        Some(HotHeartbeat {
+            id: req.id,
+            name: p.name,
+            pid: p.pid,
+            at,
+            durable: p.durable == Some(true),
+        })
+    }
+
+    /// Writes the success reply for `lsn`:
+    /// `{"id":…,"result":{"agent":…,"lsn":…}}`, keys in the order
+    /// serde_json's maps serialize them.
+    pub(crate) fn write_ok(&self, lsn: Lsn, out: &mut Vec<u8>) {
+        let json = "a string or a JSON value always serializes";
+        out.extend_from_slice(b"{\"id\":");
+        serde_json::to_writer(&mut *out, &self.id).expect(json);
+        out.extend_from_slice(b",\"result\":{\"agent\":");
+        serde_json::to_writer(&mut *out, self.name.as_ref()).expect(json);
+        out.extend_from_slice(b",\"lsn\":");
+        serde_json::to_writer(&mut *out, &lsn).expect(json);
+        out.extend_from_slice(b"}}\n");
+    }
+
+    /// Appends the heartbeat (lazily) and writes its response line to `out`
+    /// (what the general path would send); the LSN appended, if any.
+    fn answer(self, store: &crate::store::Store, peer: &Peer, out: &mut Vec<u8>) -> Option<Lsn> {
+        let beat = with_origin(peer.origin(), || {
+            store.heartbeat(&self.name, self.pid, self.at)
+        });
+        match beat {
+            Ok(lsn) => {
+                self.write_ok(lsn, out);
+                Some(lsn)
+            }
+            Err(e) => {
+                let e = ErrorReply::from_error(&e.into(), false);
+                let mut doc = serde_json::to_vec(&error_doc(self.id, &e))
+                    .expect("a JSON value always serializes");
+                doc.push(b'\n');
+                out.extend_from_slice(&doc);
+                None
+            }
         }
     }
 }
@@ -296,5 +489,91 @@ mod tests {
         assert_eq!((hb.name.as_str(), hb.pid, hb.durable), ("w", Some(5), true));
         let p = json!({"name": "w", "render": "text"});
         assert!(FastHeartbeat::parse(p.as_object().unwrap()).is_none());
+    }
+
+    /// The hot path takes only the plain lazy heartbeat; everything else
+    /// goes to the general path, which answers it as before.
+    #[test]
+    fn hot_path_shape() {
+        let hot = |l: &str| HotHeartbeat::decode(l.as_bytes()).is_some();
+        for l in [
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a"}}"#,
+            r#"{"method":"heartbeat","params":{"name":"a","pid":7,"durable":false}}"#,
+            r#"{"id":2,"method":"heartbeat","params":{"durable":true,"name":"a"}}"#,
+            r#"{"params":{"at":"2026-01-02T03:04:05Z","name":"a\u00e9"},"id":"x","method":"heartbeat"}"#,
+            r#"{"id":{"k":[1,null]},"method":"heartbeat","params":{"name":"a"}}"#,
+        ] {
+            assert!(hot(l), "{l}");
+        }
+        for l in [
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","pid":null}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","durable":null}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","pid":-1}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","render":"text"}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","at":"yesterday"}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","name":"b"}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":""}}"#,
+            r#"{"id":1,"method":"heartbeat","params":null}"#,
+            r#"{"id":1,"method":"heartbeat"}"#,
+            r#"{"id":1,"method":"status","params":{"name":"a"}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a"},"extra":1}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a"}"#,
+            "   ",
+        ] {
+            assert!(!hot(l), "{l}");
+        }
+    }
+
+    /// A hot-path reply is byte for byte the general path's, for success
+    /// and for a refusal.
+    #[test]
+    fn hot_path_replies_match_the_general_form() {
+        use crate::registry::Registration;
+        use crate::store::{Store, StoreOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        store
+            .register(Registration::new("w\"é", "claude", "/tmp"), None)
+            .unwrap();
+        let peer = Peer {
+            uid: 1,
+            gid: 1,
+            pid: Some(2),
+        };
+        for (line, agent) in [
+            (
+                r#"{"id":"7\n","method":"heartbeat","params":{"name":"w\"\u00e9"}}"#,
+                "w\"é",
+            ),
+            (
+                r#"{"id":[1.5,{"b":1,"a":2}],"method":"heartbeat","params":{"name":"w\"é"}}"#,
+                "w\"é",
+            ),
+            (
+                r#"{"id":3,"method":"heartbeat","params":{"name":"ghost"}}"#,
+                "ghost",
+            ),
+        ] {
+            let hb = HotHeartbeat::decode(line.as_bytes()).unwrap();
+            let id = hb.id.clone();
+            let mut got = Vec::new();
+            let appended = hb.answer(&store, &peer, &mut got).is_some();
+            let general = parse(line.as_bytes()).ok().unwrap();
+            assert_eq!(general.id, id);
+            let want = if appended {
+                let lsn = store.applied_lsn();
+                json!({"id": id, "result": {"agent": agent, "lsn": lsn}})
+            } else {
+                let e = store.heartbeat(agent, None, None).unwrap_err();
+                error_doc(id, &ErrorReply::from_error(&e.into(), false))
+            };
+            let mut want = serde_json::to_vec(&want).unwrap();
+            want.push(b'\n');
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+            assert_eq!(appended, agent != "ghost");
+        }
     }
 }

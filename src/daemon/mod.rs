@@ -5,7 +5,8 @@
 //! [`server`] binds the socket and runs the periodic duties and the graceful
 //! shutdown, [`conn`] runs one connection's requests in order, [`frame`]
 //! splits lines under a length limit, [`access`] decides who may write,
-//! [`watch`] streams the log, and [`client`] is the blocking client. The
+//! [`watch`] streams the log, `durable` shares fsyncs among the hot path's
+//! durable writes, and [`client`] is the blocking client. The
 //! operation methods themselves are supplied by a [`Dispatch`] (the CLI's
 //! commands, so a reply is what the CLI would print).
 //!
@@ -17,6 +18,7 @@
 pub mod access;
 pub mod client;
 pub mod conn;
+mod durable;
 pub mod frame;
 pub mod server;
 pub mod watch;

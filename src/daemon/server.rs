@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub connections: AtomicUsize,
     /// Watchers that got `lagged` so far (reported by `hello`).
     pub lagged: AtomicUsize,
+    /// The group commit of the hot path's durable writes.
+    pub syncer: Arc<super::durable::Syncer>,
 }
 
 /// Decrements the connection count when a connection task ends.
@@ -126,6 +128,7 @@ async fn run(
     let shared = Arc::new(Shared {
         store_id: store_id(store.dir())
             .with_context(|| format!("reading {}", store.dir().display()))?,
+        syncer: Arc::new(super::durable::Syncer::new(store.log().synced_lsn())),
         access: Access::new(owner, opts.allow_uids.clone(), opts.allow_gids.clone()),
         store,
         dispatch,
@@ -135,7 +138,10 @@ async fn run(
         connections: AtomicUsize::new(0),
         lagged: AtomicUsize::new(0),
     });
-    let duties = start_duties(&shared);
+    let mut duties = start_duties(&shared);
+    duties.push(tokio::spawn(
+        shared.syncer.clone().run(shared.store.clone()),
+    ));
     ready(path);
     loop {
         tokio::select! {
