@@ -16,6 +16,7 @@ use super::{code, ErrorReply, Peer};
 use crate::registry::{codec, tag, Event, Lsn, State};
 use crate::store::{At, Store};
 use serde_json::{json, Map, Value};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -149,62 +150,97 @@ fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(L
     (out, read)
 }
 
-/// Runs a watch on this connection until the client goes, it lags, or the
-/// daemon stops.
-pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer: Peer) {
-    let id = req.id;
-    let filter = match Filter::parse(&req.params) {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = send(&mut wr, &error_doc(id, &e)).await;
-            let _ = wr.flush().await;
-            return;
-        }
-    };
+/// An open watch: its first LSN and its items as they are produced. When
+/// `items` ends, [`Stream::lagged`] tells whether the watcher lagged (the LSN
+/// to resume from) or the daemon is stopping. Dropping it stops the producer.
+pub(crate) struct Stream {
+    pub from: Lsn,
+    pub items: mpsc::Receiver<Value>,
+    lagged: Arc<Mutex<Option<Lsn>>>,
+    producer: tokio::task::JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+impl Stream {
+    /// The first LSN not sent, if the watcher lagged.
+    pub fn lagged(&self) -> Option<Lsn> {
+        *self.lagged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.producer.abort();
+        self.shared.watchers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Starts a watch with the `watch` method's `params` (PROTOCOL.md, "Watch").
+pub(crate) async fn open(
+    shared: &Arc<Shared>,
+    params: &Map<String, Value>,
+) -> Result<Stream, ErrorReply> {
+    let filter = Filter::parse(params)?;
     let head = shared.store.applied_lsn();
     let from = filter.from.unwrap_or(head + 1).max(1);
     let fold = if filter.changes {
         let store = shared.store.clone();
-        let base = tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await;
-        match base {
+        match tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await {
             Ok(Ok(s)) => Some(s),
-            Ok(Err(e)) => {
-                let e = ErrorReply::from_error(&e.into(), false);
-                let _ = send(&mut wr, &error_doc(id, &e)).await;
-                let _ = wr.flush().await;
-                return;
+            Ok(Err(e)) => return Err(ErrorReply::from_error(&e.into(), false)),
+            Err(e) => {
+                let msg = format!("internal error starting the watch: {e}");
+                return Err(ErrorReply::new(code::FAILED, msg, 1));
             }
-            Err(_) => return,
         }
     } else {
         None
     };
-    let started = json!({"id": id, "result": {"watching": true, "from": from}});
-    if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
-        return;
-    }
-    let (tx, mut rx) = mpsc::channel::<Value>(shared.opts.watch_buffer.max(1));
+    let (tx, items) = mpsc::channel::<Value>(shared.opts.watch_buffer.max(1));
     let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
     let cursor = Cursor {
         next: from,
         filter,
         fold,
     };
+    shared.watchers.fetch_add(1, Ordering::AcqRel);
     let producer = tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()));
-    while let Some(item) = rx.recv().await {
+    Ok(Stream {
+        from,
+        items,
+        lagged,
+        producer,
+        shared: shared.clone(),
+    })
+}
+
+/// Runs a watch on this connection until the client goes, it lags, or the
+/// daemon stops.
+pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer: Peer) {
+    let id = req.id;
+    let mut stream = match open(&shared, &req.params).await {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = send(&mut wr, &error_doc(id, &e)).await;
+            let _ = wr.flush().await;
+            return;
+        }
+    };
+    let started = json!({"id": id, "result": {"watching": true, "from": stream.from}});
+    if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
+        return;
+    }
+    while let Some(item) = stream.items.recv().await {
         let mut doc = item;
         doc["id"] = id.clone();
         if send(&mut wr, &doc).await.is_err() {
-            producer.abort();
             return;
         }
-        if rx.is_empty() && wr.flush().await.is_err() {
-            producer.abort();
+        if stream.items.is_empty() && wr.flush().await.is_err() {
             return;
         }
     }
-    let end = *lagged.lock().unwrap_or_else(|e| e.into_inner());
-    let last = match end {
+    let last = match stream.lagged() {
         Some(resume) => json!({"id": id, "lagged": {"resume_from": resume}}),
         None => error_doc(
             id,
