@@ -211,25 +211,38 @@ async fn healthz() -> Json<Value> {
 /// is not poisoned; otherwise 503 with the reasons.
 async fn readyz(State(http): State<Arc<Http>>) -> Response {
     let shared = &http.shared;
+    let closing = *shared.shutdown.borrow();
+    match readiness(closing, shared.store.log().poisoned()) {
+        Ok(()) => {
+            let lsn = shared.store.applied_lsn();
+            (
+                StatusCode::OK,
+                Json(json!({"ready": true, "last_lsn": lsn})),
+            )
+                .into_response()
+        }
+        Err(reasons) => {
+            let body = json!({"ready": false, "reasons": reasons});
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
+}
+
+/// Why the daemon is not ready, if it is not.
+fn readiness(closing: bool, poisoned: Option<&str>) -> Result<(), Vec<String>> {
     let mut reasons = Vec::new();
-    if *shared.shutdown.borrow() {
+    if closing {
         reasons.push("the daemon is shutting down: the store is being closed".to_string());
     }
-    if let Some(why) = shared.store.log().poisoned() {
+    if let Some(why) = poisoned {
         reasons.push(format!(
             "the log's writer is poisoned (a sync failed; restart the daemon to recover): {why}"
         ));
     }
     if reasons.is_empty() {
-        let lsn = shared.store.applied_lsn();
-        (
-            StatusCode::OK,
-            Json(json!({"ready": true, "last_lsn": lsn})),
-        )
-            .into_response()
+        Ok(())
     } else {
-        let body = json!({"ready": false, "reasons": reasons});
-        (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        Err(reasons)
     }
 }
 
@@ -283,5 +296,19 @@ async fn audit(
     match doc {
         Ok(v) => Json(v).into_response(),
         Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_ready_says_why() {
+        assert_eq!(readiness(false, None), Ok(()));
+        let r = readiness(false, Some("msync of log/0001.seg: EIO")).unwrap_err();
+        assert_eq!(r.len(), 1);
+        assert!(r[0].contains("poisoned") && r[0].contains("EIO"), "{r:?}");
+        assert_eq!(readiness(true, Some("x")).unwrap_err().len(), 2);
     }
 }

@@ -1,5 +1,5 @@
 // The live registry page. Every string from the registry reaches the DOM
-// through textContent (never innerHTML), so a name like "<script>" is text.
+// through textContent (never parsed as markup), so "<script>" is text.
 // Rows come from /api/agents, then live changes over SSE (/api/events,
 // changes mode, resumed by Last-Event-ID); nothing polls.
 "use strict";
