@@ -28,11 +28,11 @@ use tokio::sync::broadcast;
 /// Items sent in one go at most (then the next batch).
 const BATCH: usize = 1024;
 
-fn usage(msg: String) -> Response {
-    error_response(&ErrorReply::new(code::USAGE, msg, 2))
+fn usage(msg: String) -> ErrorReply {
+    ErrorReply::new(code::USAGE, msg, 2)
 }
 
-fn flag(q: &HashMap<String, String>, key: &str) -> Result<bool, Response> {
+fn flag(q: &HashMap<String, String>, key: &str) -> Result<bool, ErrorReply> {
     match q.get(key).map(String::as_str) {
         None | Some("false") | Some("0") => Ok(false),
         Some("true") | Some("1") | Some("") => Ok(true),
@@ -46,7 +46,7 @@ fn flag(q: &HashMap<String, String>, key: &str) -> Result<bool, Response> {
 fn params(
     q: &HashMap<String, String>,
     headers: &HeaderMap,
-) -> Result<(Map<String, Value>, bool), Response> {
+) -> Result<(Map<String, Value>, bool), ErrorReply> {
     let mut p = Map::new();
     for key in q.keys() {
         if !["from", "agent", "kinds", "changes", "latest"].contains(&key.as_str()) {
@@ -120,7 +120,7 @@ pub(super) async fn events(
 ) -> Response {
     let (params, latest) = match params(&q, &headers) {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(e) => return error_response(&e),
     };
     let watch = match watch::open(&http.shared, &params).await {
         Ok(w) => w,
