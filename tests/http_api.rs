@@ -138,3 +138,48 @@ fn the_page_is_self_contained_and_never_builds_markup_from_data() {
     let csp = r.headers()["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("script-src 'self'"), "{csp}");
 }
+
+#[test]
+fn latest_sends_each_agents_newest_row_once() {
+    let s = Store::new();
+    s.ok(&["register", "a", "--provider", "claude", "--cwd", "/w"]);
+    s.ok(&["register", "b", "--provider", "claude", "--cwd", "/w"]);
+    for _ in 0..3 {
+        s.ok(&["heartbeat", "a"]);
+        s.ok(&["heartbeat", "b"]);
+    }
+    s.ok(&["status", "a", "busy"]);
+    let web = Web::start(&s.dir);
+    let (status, body) = web.get("/api/events?latest=true");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("needs `changes"), "{body}");
+
+    let url = format!("{}/api/events?changes=true&latest=true&from=1", web.base);
+    let mut r = ureq::get(&url).call().unwrap();
+    let mut lines = BufReader::new(r.body_mut().as_reader()).lines();
+    let mut data = Vec::new();
+    for l in lines.by_ref() {
+        let l = l.unwrap();
+        if let Some(d) = l.strip_prefix("data: ") {
+            data.push(serde_json::from_str::<serde_json::Value>(d).unwrap());
+            if data.len() == 3 {
+                break;
+            }
+        }
+    }
+    assert_eq!(data[0], serde_json::json!({"from": 1}));
+    // 9 records, two agents: one `added` each, with the row after LSN 9.
+    let got: Vec<_> = data[1..]
+        .iter()
+        .map(|c| {
+            (
+                c["agent"].as_str().unwrap(),
+                c["type"].as_str().unwrap(),
+                c["lsn"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, [("b", "added", 8), ("a", "added", 9)]);
+    assert_eq!(data[2]["row"]["status"], "busy");
+    assert_eq!(data[1]["row"]["last_event_lsn"], 8);
+}

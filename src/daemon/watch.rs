@@ -13,9 +13,11 @@
 use super::conn::{error_doc, send, Request, Writer};
 use super::server::Shared;
 use super::{code, ErrorReply, Peer};
+use crate::model::Agent;
 use crate::registry::{codec, tag, Event, Lsn, State};
 use crate::store::{At, Store};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,6 +36,8 @@ struct Filter {
     agent: Option<String>,
     kinds: Option<Vec<u8>>,
     changes: bool,
+    /// Changes mode: one change per agent per chunk, its newest row.
+    latest: bool,
 }
 
 fn usage(msg: String) -> ErrorReply {
@@ -55,6 +59,7 @@ impl Filter {
                 }
                 ("agent", Value::String(s)) => f.agent = Some(s.clone()),
                 ("changes", Value::Bool(b)) => f.changes = *b,
+                ("latest", Value::Bool(b)) => f.latest = *b,
                 ("kinds", Value::Array(ks)) => {
                     let mut tags = Vec::new();
                     for k in ks {
@@ -72,6 +77,11 @@ impl Filter {
                     )))
                 }
             }
+        }
+        if f.latest && !f.changes {
+            return Err(usage(
+                "watch: `latest` merges registry changes: it needs `changes: true`".into(),
+            ));
         }
         Ok(f)
     }
@@ -95,6 +105,67 @@ struct Cursor {
     fold: Option<State>,
 }
 
+/// The change from `before` to `after` of agent `name` at `lsn`, if any.
+fn change_doc(
+    d: &dyn super::Dispatch,
+    lsn: Lsn,
+    name: &str,
+    before: Option<&Agent>,
+    after: Option<&Agent>,
+) -> Option<Value> {
+    let change = match (before, after) {
+        (None, Some(a)) => {
+            json!({"lsn": lsn, "type": "added", "agent": name, "row": d.agent_json(a)})
+        }
+        (Some(_), None) => json!({"lsn": lsn, "type": "removed", "agent": name}),
+        (Some(b), Some(a)) if b != a => {
+            json!({"lsn": lsn, "type": "updated", "agent": name, "row": d.agent_json(a)})
+        }
+        _ => return None,
+    };
+    Some(json!({ "change": change }))
+}
+
+/// Agents a `latest` chunk touched, in first-touch order: name, row before
+/// the chunk, last LSN that touched it.
+#[derive(Default)]
+struct Touched {
+    agents: Vec<(String, Option<Agent>, Lsn)>,
+    index: HashMap<String, usize>,
+}
+
+impl Touched {
+    fn touch(&mut self, name: &str, state: &State, lsn: Lsn) {
+        match self.index.get(name) {
+            Some(&i) => self.agents[i].2 = lsn,
+            None => {
+                self.index.insert(name.to_string(), self.agents.len());
+                let before = state.agent(name).cloned();
+                self.agents.push((name.to_string(), before, lsn));
+            }
+        }
+    }
+
+    /// One change per agent (its newest row), in LSN order; an unsent one
+    /// resumes from `resume` (the chunk's first LSN: a row may repeat,
+    /// none is missed).
+    fn flush(
+        &mut self,
+        d: &dyn super::Dispatch,
+        state: &State,
+        resume: Lsn,
+        out: &mut Vec<(Lsn, Value)>,
+    ) {
+        self.agents.sort_by_key(|t| t.2);
+        for (name, before, lsn) in self.agents.drain(..) {
+            if let Some(doc) = change_doc(d, lsn, &name, before.as_ref(), state.agent(&name)) {
+                out.push((resume, doc));
+            }
+        }
+        self.index.clear();
+    }
+}
+
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns the lines, each
 /// with the LSN to resume from if it is not sent, and whether any record was
 /// read (`false`: the watcher is at the head).
@@ -102,13 +173,16 @@ fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(L
     let view = store.view();
     let mut out = Vec::new();
     let mut read = false;
+    let first = c.next;
+    let mut touched = Touched::default();
     for rec in view.iter_from(c.next).take(CHUNK) {
         let rec = match rec {
             Ok(r) => r,
             Err(e) => {
                 let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
                 out.push((c.next, json!({"error": err})));
-                return (out, false);
+                read = false;
+                break;
             }
         };
         read = true;
@@ -123,29 +197,31 @@ fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(L
             }
         };
         if let Some(state) = &mut c.fold {
-            let name = event.kind.subject_agent().map(str::to_string);
-            let before = name.as_deref().and_then(|n| state.agent(n)).cloned();
-            state.apply(lsn, &event);
-            let Some(name) = name else { continue };
-            if c.filter.agent.as_deref().is_some_and(|a| a != name) {
+            let name = event.kind.subject_agent();
+            let wanted = name.filter(|n| c.filter.agent.as_deref().is_none_or(|a| a == *n));
+            if c.filter.latest {
+                if let Some(n) = wanted {
+                    touched.touch(n, state, lsn);
+                }
+                state.apply(lsn, &event);
                 continue;
             }
-            let after = state.agent(&name);
-            let change = match (&before, after) {
-                (None, Some(a)) => {
-                    json!({"lsn": lsn, "type": "added", "agent": name, "row": d.agent_json(a)})
-                }
-                (Some(_), None) => json!({"lsn": lsn, "type": "removed", "agent": name}),
-                (Some(b), Some(a)) if b != a => {
-                    json!({"lsn": lsn, "type": "updated", "agent": name, "row": d.agent_json(a)})
-                }
-                _ => continue,
+            let Some(name) = wanted.map(str::to_string) else {
+                state.apply(lsn, &event);
+                continue;
             };
-            out.push((lsn, json!({"change": change})));
+            let before = state.agent(&name).cloned();
+            state.apply(lsn, &event);
+            if let Some(doc) = change_doc(d, lsn, &name, before.as_ref(), state.agent(&name)) {
+                out.push((lsn, doc));
+            }
         } else if c.filter.keeps(&event) {
             let origin = codec::origin(rec.payload);
             out.push((lsn, json!({"event": d.event_json(lsn, &event, origin)})));
         }
+    }
+    if let Some(state) = &c.fold {
+        touched.flush(d, state, first, &mut out);
     }
     (out, read)
 }

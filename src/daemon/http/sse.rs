@@ -6,8 +6,9 @@
 //! Each `/api/events` item carries `id: <lsn>`, so a browser's EventSource
 //! that reconnects (after `lagged`, or a dropped connection) sends
 //! `Last-Event-ID` and resumes right after the last item it got: nothing
-//! missed, nothing twice. With `latest=true`, changes already waiting
-//! together are merged to the newest row per agent before sending (the
+//! missed, nothing twice. With `latest=true` (changes mode) the watch sends
+//! one change per agent per chunk of records, and batches go out at most
+//! every [`LATEST_EVERY`], merged again to the newest row per agent (the
 //! page's mode: a table needs the current row, not every heartbeat).
 
 use super::{error_response, Http};
@@ -22,11 +23,14 @@ use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 
 /// Items sent in one go at most (then the next batch).
-const BATCH: usize = 1024;
+const BATCH: usize = 4096;
+/// With `latest`, batches go out at most this often: what arrives meanwhile
+/// is merged, so a browser's work is bounded whatever the write rate.
+const LATEST_EVERY: Duration = Duration::from_millis(100);
 
 fn usage(msg: String) -> ErrorReply {
     ErrorReply::new(code::USAGE, msg, 2)
@@ -79,7 +83,11 @@ fn params(
     if flag(q, "changes")? {
         p.insert("changes".into(), json!(true));
     }
-    Ok((p, flag(q, "latest")?))
+    let latest = flag(q, "latest")?;
+    if latest {
+        p.insert("latest".into(), json!(true));
+    }
+    Ok((p, latest))
 }
 
 /// One watch item as an SSE event: its key (`change`, `event`, `error`) is
@@ -129,8 +137,11 @@ pub(super) async fn events(
     let first = Event::default()
         .event("watching")
         .data(json!({"from": watch.from}).to_string());
-    let rest = stream::unfold(Some(watch), move |state| async move {
-        let mut watch = state?;
+    let rest = stream::unfold(Some((watch, None)), move |state| async move {
+        let (mut watch, last): (watch::Stream, Option<Instant>) = state?;
+        if let Some(at) = last.filter(|_| latest) {
+            tokio::time::sleep_until((at + LATEST_EVERY).into()).await;
+        }
         let Some(item) = watch.items.recv().await else {
             let last = match watch.lagged() {
                 Some(resume) => Event::default()
@@ -153,7 +164,8 @@ pub(super) async fn events(
         if latest {
             batch = merge_latest(batch);
         }
-        Some((batch.iter().map(sse_event).collect(), Some(watch)))
+        let events = batch.iter().map(sse_event).collect();
+        Some((events, Some((watch, Some(Instant::now())))))
     })
     .flat_map(stream::iter);
     let all = stream::once(async { first })
