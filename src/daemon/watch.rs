@@ -28,6 +28,8 @@ use tokio::sync::mpsc;
 pub const LAG_GRACE: Duration = Duration::from_millis(500);
 /// Records read per producer step.
 const CHUNK: usize = 1024;
+/// How long a caught-up `latest` watcher lets records gather.
+const LATEST_PAUSE: Duration = Duration::from_millis(50);
 
 /// What a watcher asked for.
 #[derive(Debug, Clone, Default)]
@@ -167,12 +169,16 @@ impl Touched {
 }
 
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns the lines, each
-/// with the LSN to resume from if it is not sent, and whether any record was
-/// read (`false`: the watcher is at the head).
-fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(Lsn, Value)>, bool) {
+/// with the LSN to resume from if it is not sent, and how many records were
+/// read (0: the watcher is at the head).
+fn read_chunk(
+    store: &Store,
+    d: &dyn super::Dispatch,
+    c: &mut Cursor,
+) -> (Vec<(Lsn, Value)>, usize) {
     let view = store.view();
     let mut out = Vec::new();
-    let mut read = false;
+    let mut read = 0;
     let first = c.next;
     let mut touched = Touched::default();
     for rec in view.iter_from(c.next).take(CHUNK) {
@@ -181,11 +187,11 @@ fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(L
             Err(e) => {
                 let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
                 out.push((c.next, json!({"error": err})));
-                read = false;
+                read = 0;
                 break;
             }
         };
-        read = true;
+        read += 1;
         let lsn = rec.lsn;
         c.next = lsn + 1;
         let event = match codec::decode(rec.payload) {
@@ -363,14 +369,24 @@ async fn produce(
                 Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
             }
         }
-        if !read {
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = shutdown.changed() => return,
-                _ = tx.closed() => return,
-                // Records may also come from the store's own threads.
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        if read > 0 {
+            // A caught-up `latest` watcher lets records gather for a moment,
+            // so it reads (and sends rows) in runs, not once per record.
+            if read < CHUNK && cursor.filter.latest {
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(LATEST_PAUSE) => {}
+                }
             }
+            continue;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = shutdown.changed() => return,
+            _ = tx.closed() => return,
+            // Records may also come from the store's own threads.
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
     }
 }
