@@ -438,9 +438,9 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Lsn> {
         let at = now_or(at);
-        let started = crate::telemetry::start();
-        let lsn = {
+        let (lsn, started) = {
             let mut g = self.write();
+            let started = crate::telemetry::start();
             let slot = g.state.check_heartbeat(agent, pid)?;
             let g = &mut *g;
             codec::encode_heartbeat_into(&mut g.buf, at, agent, pid);
@@ -449,7 +449,7 @@ impl Store {
             g.state.apply_heartbeat_at(slot, lsn, at, pid);
             g.applied = lsn;
             self.after_append(lsn);
-            lsn
+            (lsn, started)
         };
         crate::telemetry::appended(started, [crate::registry::tag::HEARTBEAT]);
         self.finish(Some(lsn), self.core.opts.heartbeat_durability)?;

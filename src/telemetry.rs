@@ -18,7 +18,8 @@ use std::time::Instant;
 
 /// Events appended, by kind (`agentlog_events_appended_total{kind}`).
 pub const EVENTS_APPENDED: &str = "agentlog_events_appended_total";
-/// Seconds from asking the store to append to the event being applied.
+/// Seconds under the writer lock to encode, append and apply one command's
+/// events.
 pub const APPEND_SECONDS: &str = "agentlog_append_duration_seconds";
 /// Seconds a durable write waited for the fsync that covers it.
 pub const DURABLE_ACK_SECONDS: &str = "agentlog_durable_ack_duration_seconds";

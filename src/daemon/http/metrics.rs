@@ -57,7 +57,7 @@ fn describe() {
     describe_histogram!(
         t::APPEND_SECONDS,
         Unit::Seconds,
-        "Time to validate, append and apply one command's events (writer lock wait included)."
+        "Time under the writer lock to encode, append and apply one command's events."
     );
     describe_histogram!(
         t::DURABLE_ACK_SECONDS,
