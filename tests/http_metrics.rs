@@ -99,15 +99,19 @@ fn metrics_count_a_known_workload_exactly() {
     // A watcher over HTTP counts while it runs.
     assert_eq!(must(&page, "agentlog_watchers"), 0.0);
     let url = format!("{}/api/events?from=1", web.base);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
         let mut r = ureq::get(&url).call().unwrap();
         let mut first = [0u8; 16];
         std::io::Read::read_exact(&mut r.body_mut().as_reader(), &mut first).unwrap();
+        // Hold the stream open until the count was seen.
+        let _ = done_rx.recv();
     });
     eventually("the HTTP watcher to count", || {
         let p = web.get("/metrics").1;
         (sample(&p, "agentlog_watchers") == Some(1.0)).then_some(())
     });
+    done_tx.send(()).unwrap();
     reader.join().unwrap();
     eventually("the watcher to end", || {
         let p = web.get("/metrics").1;
