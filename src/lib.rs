@@ -26,6 +26,7 @@ pub mod ops;
 pub mod registry;
 pub mod snapshot;
 pub mod store;
+pub mod telemetry;
 pub mod time;
 
 pub use error::{Error, Result};

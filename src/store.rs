@@ -349,6 +349,7 @@ impl Store {
     /// Appends the events (one record, or one batch) and applies them under
     /// the held lock; returns their LSNs.
     fn append_apply(&self, g: &mut Inner, events: &[Event]) -> StoreResult<Vec<Lsn>> {
+        let started = crate::telemetry::start();
         let lsns: Vec<Lsn> = match events {
             [] => Vec::new(),
             [e] => {
@@ -379,6 +380,7 @@ impl Store {
         if let Some(&last) = lsns.last() {
             self.after_append(last);
         }
+        crate::telemetry::appended(started, events.iter().map(|e| e.kind.tag()));
         Ok(lsns)
     }
 
@@ -436,8 +438,9 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Lsn> {
         let at = now_or(at);
-        let lsn = {
+        let (lsn, started) = {
             let mut g = self.write();
+            let started = crate::telemetry::start();
             let slot = g.state.check_heartbeat(agent, pid)?;
             let g = &mut *g;
             codec::encode_heartbeat_into(&mut g.buf, at, agent, pid);
@@ -446,8 +449,9 @@ impl Store {
             g.state.apply_heartbeat_at(slot, lsn, at, pid);
             g.applied = lsn;
             self.after_append(lsn);
-            lsn
+            (lsn, started)
         };
+        crate::telemetry::appended(started, [crate::registry::tag::HEARTBEAT]);
         self.finish(Some(lsn), self.core.opts.heartbeat_durability)?;
         Ok(lsn)
     }

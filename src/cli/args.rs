@@ -202,6 +202,10 @@ pub struct Serve {
     /// Republish registry.json after a change at most this often, ms (0: never)
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub publish_every_ms: u64,
+    /// Also serve /metrics, /healthz, /readyz, the live page and /api over
+    /// HTTP at this address (e.g. 127.0.0.1:9464; port 0 picks one)
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]

@@ -408,15 +408,19 @@ fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
         allow_uids: a.allow_uid.clone(),
         allow_gids: a.allow_gid.clone(),
         socket_mode: if group { 0o660 } else { 0o600 },
+        http: a.http,
         ..ServeOptions::default()
     };
     let dispatch = Arc::new(CliDispatch::new(dir));
-    server::serve(store, dispatch, sopts, |path| {
+    server::serve(store, dispatch, sopts, |path, http| {
         println!(
             "agentlog serve: listening on {} (pid {})",
             path.display(),
             std::process::id()
         );
+        if let Some(addr) = http {
+            println!("agentlog serve: http://{addr}/ (metrics at /metrics)");
+        }
         let _ = std::io::stdout().flush();
     })?;
     Ok(ExitCode::SUCCESS)

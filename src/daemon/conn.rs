@@ -77,6 +77,7 @@ pub(crate) async fn send<W: AsyncWrite + Unpin>(w: &mut W, doc: &Value) -> std::
 }
 
 pub(crate) fn error_doc(id: Value, e: &ErrorReply) -> Value {
+    metrics::counter!(super::http::REFUSED, "reason" => e.code.clone()).increment(1);
     json!({"id": id, "error": e})
 }
 
@@ -402,6 +403,7 @@ fn hello(shared: &Shared, peer: &Peer) -> Value {
         "writer": shared.access.may_write(peer),
         "connections": shared.connections.load(Ordering::Relaxed),
         "watchers_lagged": shared.lagged.load(Ordering::Relaxed),
+        "http": shared.http_addr.map(|a| a.to_string()),
     })
 }
 

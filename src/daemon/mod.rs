@@ -20,6 +20,7 @@ pub mod client;
 pub mod conn;
 mod durable;
 pub mod frame;
+mod http;
 pub mod server;
 pub mod watch;
 
@@ -170,6 +171,9 @@ pub struct ServeOptions {
     pub allow_gids: Vec<u32>,
     /// Socket mode (0o600; 0o660 for a group-shared store).
     pub socket_mode: u32,
+    /// Also serve metrics, health, the live page and `/api` over HTTP here
+    /// (`serve --http`; off by default).
+    pub http: Option<std::net::SocketAddr>,
 }
 
 impl Default for ServeOptions {
@@ -185,6 +189,7 @@ impl Default for ServeOptions {
             allow_uids: Vec::new(),
             allow_gids: Vec::new(),
             socket_mode: 0o600,
+            http: None,
         }
     }
 }

@@ -17,6 +17,7 @@ use crate::registry::ProcProbe;
 use crate::store::{with_origin, Store};
 use crate::time::Timestamp;
 use anyhow::Context;
+use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,6 +43,10 @@ pub(crate) struct Shared {
     pub lagged: AtomicUsize,
     /// The group commit of the hot path's durable writes.
     pub syncer: Arc<super::durable::Syncer>,
+    /// Running watch streams (socket and HTTP).
+    pub watchers: AtomicUsize,
+    /// Where `serve --http` listens (reported by `hello`).
+    pub http_addr: Option<SocketAddr>,
 }
 
 /// Decrements the connection count when a connection task ends.
@@ -76,12 +81,13 @@ fn bind(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
 }
 
 /// Serves `store` until SIGTERM or SIGINT; then shuts down gracefully and
-/// closes the store. `ready` is called with the socket path once it accepts.
+/// closes the store. `ready` is called with the socket path (and the HTTP
+/// address, with `opts.http`) once it accepts.
 pub fn serve(
     store: Store,
     dispatch: Arc<dyn Dispatch>,
     opts: ServeOptions,
-    ready: impl FnOnce(&Path),
+    ready: impl FnOnce(&Path, Option<SocketAddr>),
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -118,10 +124,18 @@ async fn run(
     dispatch: Arc<dyn Dispatch>,
     opts: ServeOptions,
     path: &Path,
-    ready: impl FnOnce(&Path),
+    ready: impl FnOnce(&Path, Option<SocketAddr>),
 ) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let web = match opts.http {
+        Some(addr) => Some(super::http::bind(addr).await?),
+        None => None,
+    };
+    let http_addr = match &web {
+        Some((l, _)) => Some(l.local_addr().context("reading the HTTP address")?),
+        None => None,
+    };
     let listener = bind(path, opts.socket_mode)?;
     let (stop, shutdown) = watch::channel(false);
     let owner = rustix::process::geteuid().as_raw();
@@ -137,12 +151,17 @@ async fn run(
         shutdown,
         connections: AtomicUsize::new(0),
         lagged: AtomicUsize::new(0),
+        watchers: AtomicUsize::new(0),
+        http_addr,
     });
     let mut duties = start_duties(&shared);
     duties.push(tokio::spawn(
         shared.syncer.clone().run(shared.store.clone()),
     ));
-    ready(path);
+    if let Some((l, prometheus)) = web {
+        duties.extend(super::http::start(l, prometheus, shared.clone()));
+    }
+    ready(path, http_addr);
     loop {
         tokio::select! {
             _ = term.recv() => break,

@@ -13,9 +13,12 @@
 use super::conn::{error_doc, send, Request, Writer};
 use super::server::Shared;
 use super::{code, ErrorReply, Peer};
+use crate::model::Agent;
 use crate::registry::{codec, tag, Event, Lsn, State};
 use crate::store::{At, Store};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -25,6 +28,8 @@ use tokio::sync::mpsc;
 pub const LAG_GRACE: Duration = Duration::from_millis(500);
 /// Records read per producer step.
 const CHUNK: usize = 1024;
+/// How long a caught-up `latest` watcher lets records gather.
+const LATEST_PAUSE: Duration = Duration::from_millis(50);
 
 /// What a watcher asked for.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +38,8 @@ struct Filter {
     agent: Option<String>,
     kinds: Option<Vec<u8>>,
     changes: bool,
+    /// Changes mode: one change per agent per chunk, its newest row.
+    latest: bool,
 }
 
 fn usage(msg: String) -> ErrorReply {
@@ -54,6 +61,7 @@ impl Filter {
                 }
                 ("agent", Value::String(s)) => f.agent = Some(s.clone()),
                 ("changes", Value::Bool(b)) => f.changes = *b,
+                ("latest", Value::Bool(b)) => f.latest = *b,
                 ("kinds", Value::Array(ks)) => {
                     let mut tags = Vec::new();
                     for k in ks {
@@ -71,6 +79,11 @@ impl Filter {
                     )))
                 }
             }
+        }
+        if f.latest && !f.changes {
+            return Err(usage(
+                "watch: `latest` merges registry changes: it needs `changes: true`".into(),
+            ));
         }
         Ok(f)
     }
@@ -94,23 +107,91 @@ struct Cursor {
     fold: Option<State>,
 }
 
+/// The change from `before` to `after` of agent `name` at `lsn`, if any.
+fn change_doc(
+    d: &dyn super::Dispatch,
+    lsn: Lsn,
+    name: &str,
+    before: Option<&Agent>,
+    after: Option<&Agent>,
+) -> Option<Value> {
+    let change = match (before, after) {
+        (None, Some(a)) => {
+            json!({"lsn": lsn, "type": "added", "agent": name, "row": d.agent_json(a)})
+        }
+        (Some(_), None) => json!({"lsn": lsn, "type": "removed", "agent": name}),
+        (Some(b), Some(a)) if b != a => {
+            json!({"lsn": lsn, "type": "updated", "agent": name, "row": d.agent_json(a)})
+        }
+        _ => return None,
+    };
+    Some(json!({ "change": change }))
+}
+
+/// Agents a `latest` chunk touched, in first-touch order: name, row before
+/// the chunk, last LSN that touched it.
+#[derive(Default)]
+struct Touched {
+    agents: Vec<(String, Option<Agent>, Lsn)>,
+    index: HashMap<String, usize>,
+}
+
+impl Touched {
+    fn touch(&mut self, name: &str, state: &State, lsn: Lsn) {
+        match self.index.get(name) {
+            Some(&i) => self.agents[i].2 = lsn,
+            None => {
+                self.index.insert(name.to_string(), self.agents.len());
+                let before = state.agent(name).cloned();
+                self.agents.push((name.to_string(), before, lsn));
+            }
+        }
+    }
+
+    /// One change per agent (its newest row), in LSN order; an unsent one
+    /// resumes from `resume` (the chunk's first LSN: a row may repeat,
+    /// none is missed).
+    fn flush(
+        &mut self,
+        d: &dyn super::Dispatch,
+        state: &State,
+        resume: Lsn,
+        out: &mut Vec<(Lsn, Value)>,
+    ) {
+        self.agents.sort_by_key(|t| t.2);
+        for (name, before, lsn) in self.agents.drain(..) {
+            if let Some(doc) = change_doc(d, lsn, &name, before.as_ref(), state.agent(&name)) {
+                out.push((resume, doc));
+            }
+        }
+        self.index.clear();
+    }
+}
+
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns the lines, each
-/// with the LSN to resume from if it is not sent, and whether any record was
-/// read (`false`: the watcher is at the head).
-fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(Lsn, Value)>, bool) {
+/// with the LSN to resume from if it is not sent, and how many records were
+/// read (0: the watcher is at the head).
+fn read_chunk(
+    store: &Store,
+    d: &dyn super::Dispatch,
+    c: &mut Cursor,
+) -> (Vec<(Lsn, Value)>, usize) {
     let view = store.view();
     let mut out = Vec::new();
-    let mut read = false;
+    let mut read = 0;
+    let first = c.next;
+    let mut touched = Touched::default();
     for rec in view.iter_from(c.next).take(CHUNK) {
         let rec = match rec {
             Ok(r) => r,
             Err(e) => {
                 let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
                 out.push((c.next, json!({"error": err})));
-                return (out, false);
+                read = 0;
+                break;
             }
         };
-        read = true;
+        read += 1;
         let lsn = rec.lsn;
         c.next = lsn + 1;
         let event = match codec::decode(rec.payload) {
@@ -122,89 +203,126 @@ fn read_chunk(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> (Vec<(L
             }
         };
         if let Some(state) = &mut c.fold {
-            let name = event.kind.subject_agent().map(str::to_string);
-            let before = name.as_deref().and_then(|n| state.agent(n)).cloned();
-            state.apply(lsn, &event);
-            let Some(name) = name else { continue };
-            if c.filter.agent.as_deref().is_some_and(|a| a != name) {
+            let name = event.kind.subject_agent();
+            let wanted = name.filter(|n| c.filter.agent.as_deref().is_none_or(|a| a == *n));
+            if c.filter.latest {
+                if let Some(n) = wanted {
+                    touched.touch(n, state, lsn);
+                }
+                state.apply(lsn, &event);
                 continue;
             }
-            let after = state.agent(&name);
-            let change = match (&before, after) {
-                (None, Some(a)) => {
-                    json!({"lsn": lsn, "type": "added", "agent": name, "row": d.agent_json(a)})
-                }
-                (Some(_), None) => json!({"lsn": lsn, "type": "removed", "agent": name}),
-                (Some(b), Some(a)) if b != a => {
-                    json!({"lsn": lsn, "type": "updated", "agent": name, "row": d.agent_json(a)})
-                }
-                _ => continue,
+            let Some(name) = wanted.map(str::to_string) else {
+                state.apply(lsn, &event);
+                continue;
             };
-            out.push((lsn, json!({"change": change})));
+            let before = state.agent(&name).cloned();
+            state.apply(lsn, &event);
+            if let Some(doc) = change_doc(d, lsn, &name, before.as_ref(), state.agent(&name)) {
+                out.push((lsn, doc));
+            }
         } else if c.filter.keeps(&event) {
             let origin = codec::origin(rec.payload);
             out.push((lsn, json!({"event": d.event_json(lsn, &event, origin)})));
         }
     }
+    if let Some(state) = &c.fold {
+        touched.flush(d, state, first, &mut out);
+    }
     (out, read)
 }
 
-/// Runs a watch on this connection until the client goes, it lags, or the
-/// daemon stops.
-pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer: Peer) {
-    let id = req.id;
-    let filter = match Filter::parse(&req.params) {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = send(&mut wr, &error_doc(id, &e)).await;
-            let _ = wr.flush().await;
-            return;
-        }
-    };
+/// An open watch: its first LSN and its items as they are produced. When
+/// `items` ends, [`Stream::lagged`] tells whether the watcher lagged (the LSN
+/// to resume from) or the daemon is stopping. Dropping it stops the producer.
+pub(crate) struct Stream {
+    pub from: Lsn,
+    pub items: mpsc::Receiver<Value>,
+    lagged: Arc<Mutex<Option<Lsn>>>,
+    producer: tokio::task::JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+impl Stream {
+    /// The first LSN not sent, if the watcher lagged.
+    pub fn lagged(&self) -> Option<Lsn> {
+        *self.lagged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.producer.abort();
+        self.shared.watchers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Starts a watch with the `watch` method's `params` (PROTOCOL.md, "Watch").
+pub(crate) async fn open(
+    shared: &Arc<Shared>,
+    params: &Map<String, Value>,
+) -> Result<Stream, ErrorReply> {
+    let filter = Filter::parse(params)?;
     let head = shared.store.applied_lsn();
     let from = filter.from.unwrap_or(head + 1).max(1);
     let fold = if filter.changes {
         let store = shared.store.clone();
-        let base = tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await;
-        match base {
+        match tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await {
             Ok(Ok(s)) => Some(s),
-            Ok(Err(e)) => {
-                let e = ErrorReply::from_error(&e.into(), false);
-                let _ = send(&mut wr, &error_doc(id, &e)).await;
-                let _ = wr.flush().await;
-                return;
+            Ok(Err(e)) => return Err(ErrorReply::from_error(&e.into(), false)),
+            Err(e) => {
+                let msg = format!("internal error starting the watch: {e}");
+                return Err(ErrorReply::new(code::FAILED, msg, 1));
             }
-            Err(_) => return,
         }
     } else {
         None
     };
-    let started = json!({"id": id, "result": {"watching": true, "from": from}});
-    if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
-        return;
-    }
-    let (tx, mut rx) = mpsc::channel::<Value>(shared.opts.watch_buffer.max(1));
+    let (tx, items) = mpsc::channel::<Value>(shared.opts.watch_buffer.max(1));
     let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
     let cursor = Cursor {
         next: from,
         filter,
         fold,
     };
+    shared.watchers.fetch_add(1, Ordering::AcqRel);
     let producer = tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()));
-    while let Some(item) = rx.recv().await {
+    Ok(Stream {
+        from,
+        items,
+        lagged,
+        producer,
+        shared: shared.clone(),
+    })
+}
+
+/// Runs a watch on this connection until the client goes, it lags, or the
+/// daemon stops.
+pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer: Peer) {
+    let id = req.id;
+    let mut stream = match open(&shared, &req.params).await {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = send(&mut wr, &error_doc(id, &e)).await;
+            let _ = wr.flush().await;
+            return;
+        }
+    };
+    let started = json!({"id": id, "result": {"watching": true, "from": stream.from}});
+    if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
+        return;
+    }
+    while let Some(item) = stream.items.recv().await {
         let mut doc = item;
         doc["id"] = id.clone();
         if send(&mut wr, &doc).await.is_err() {
-            producer.abort();
             return;
         }
-        if rx.is_empty() && wr.flush().await.is_err() {
-            producer.abort();
+        if stream.items.is_empty() && wr.flush().await.is_err() {
             return;
         }
     }
-    let end = *lagged.lock().unwrap_or_else(|e| e.into_inner());
-    let last = match end {
+    let last = match stream.lagged() {
         Some(resume) => json!({"id": id, "lagged": {"resume_from": resume}}),
         None => error_doc(
             id,
@@ -251,14 +369,24 @@ async fn produce(
                 Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
             }
         }
-        if !read {
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = shutdown.changed() => return,
-                _ = tx.closed() => return,
-                // Records may also come from the store's own threads.
-                _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+        if read > 0 {
+            // A caught-up `latest` watcher lets records gather for a moment,
+            // so it reads (and sends rows) in runs, not once per record.
+            if read < CHUNK && cursor.filter.latest {
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(LATEST_PAUSE) => {}
+                }
             }
+            continue;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = shutdown.changed() => return,
+            _ = tx.closed() => return,
+            // Records may also come from the store's own threads.
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
     }
 }

@@ -421,7 +421,15 @@ impl Log {
                 "lsn {lsn} has not been appended"
             )));
         }
-        self.inner.wait_durable(lsn)
+        let started = crate::telemetry::start();
+        let out = self.inner.wait_durable(lsn);
+        crate::telemetry::durable_acked(started);
+        out
+    }
+
+    /// Why the log refuses appends, once a failed sync poisoned it.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.inner.poison.get().map(String::as_str)
     }
 
     /// The LSN the next append will get.
@@ -723,12 +731,17 @@ impl Inner {
                 continue;
             }
             st.in_flight = true;
+            let before = st.synced;
             drop(st);
+            let started = crate::telemetry::start();
             let res = self.sync_active();
             st = lock(&self.sync);
             st.in_flight = false;
             match res {
-                Ok(covered) => st.synced = st.synced.max(covered),
+                Ok(covered) => {
+                    crate::telemetry::synced(started, covered.saturating_sub(before));
+                    st.synced = st.synced.max(covered)
+                }
                 Err(e) => {
                     let err = self.poison_sync(&e);
                     self.sync_cv.notify_all();

@@ -19,6 +19,7 @@ impl Store {
         now: Timestamp,
         opts: &crate::compact::CompactOptions,
     ) -> StoreResult<crate::compact::CompactionReport> {
+        let started = crate::telemetry::start();
         let (state, upto) = {
             let g = self.write();
             if !opts.dry_run {
@@ -41,6 +42,7 @@ impl Store {
             // bring retired agents back), so the next open would refold the
             // whole log: checkpoint the new generation right away.
             self.snapshot()?;
+            crate::telemetry::compacted(started, c.report.bytes_before, c.report.bytes_after);
         }
         Ok(c.report)
     }

@@ -1,0 +1,314 @@
+//! `serve --http ADDR`: the operator's view, on axum over the daemon's tokio
+//! runtime. `/metrics` (Prometheus text), `/healthz`, `/readyz`, the live
+//! page at `/` (files embedded with `include_str!`, no build step, nothing
+//! fetched from elsewhere), and the same data for scripts under `/api/`
+//! (PROTOCOL.md, "HTTP").
+//!
+//! Invariants: only what an observer may see over the socket is served
+//! (the read-only `list`, `audit` and `watch` views; nothing here writes);
+//! the page puts every registry string into the DOM as text, never as
+//! markup, and its Content-Security-Policy forbids inline script; a slow
+//! HTTP client is a watcher like any other and never makes the writer wait.
+
+mod metrics;
+mod sse;
+
+use super::server::Shared;
+use super::{code, ErrorReply};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+
+pub(crate) use metrics::REFUSED;
+
+/// Seconds of heartbeats/s history kept for the page's chart.
+pub const RATE_HISTORY: usize = 300;
+
+/// What the HTTP handlers share.
+pub(crate) struct Http {
+    shared: Arc<Shared>,
+    prometheus: PrometheusHandle,
+    /// `(unix ms, heartbeats in the second before)`, oldest first.
+    rates: Mutex<VecDeque<(u64, u64)>>,
+    rate_tx: broadcast::Sender<(u64, u64)>,
+}
+
+/// Binds `addr` (before the daemon reports ready, so a bad address fails
+/// `serve`) and installs the metrics recorder.
+pub(crate) async fn bind(
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<(TcpListener, PrometheusHandle)> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("serve --http {addr}: cannot listen: {e}"))?;
+    Ok((listener, metrics::install()?))
+}
+
+/// Serves until the daemon starts shutting down; also samples heartbeats/s
+/// and keeps the recorder's histograms bounded. Returns the tasks to abort
+/// at shutdown.
+pub(crate) fn start(
+    listener: TcpListener,
+    prometheus: PrometheusHandle,
+    shared: Arc<Shared>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let (rate_tx, _) = broadcast::channel(64);
+    let http = Arc::new(Http {
+        shared: shared.clone(),
+        prometheus,
+        rates: Mutex::new(VecDeque::with_capacity(RATE_HISTORY)),
+        rate_tx,
+    });
+    let app = Router::new()
+        .route("/", get(page_html))
+        .route("/page.js", get(page_js))
+        .route("/page.css", get(page_css))
+        .route("/metrics", get(metrics_text))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/api/agents", get(agents))
+        .route("/api/agents/{name}/audit", get(audit))
+        .route("/api/events", get(sse::events))
+        .route("/api/heartbeats", get(sse::heartbeats))
+        .with_state(http.clone());
+    let mut stop = shared.shutdown.clone();
+    let server = tokio::spawn(async move {
+        let until = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(until)
+            .await
+        {
+            tracing::error!("the HTTP server stopped: {e}");
+        }
+    });
+    vec![server, tokio::spawn(sample_rates(http))]
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Every second: heartbeats appended in the last second, into the history
+/// and to the page's streams; then the recorder's upkeep (drains histogram
+/// samples into buckets, so memory stays bounded without scrapes).
+async fn sample_rates(http: Arc<Http>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last = crate::telemetry::heartbeats();
+    loop {
+        tick.tick().await;
+        let now = crate::telemetry::heartbeats();
+        let sample = (now_ms(), now - last);
+        last = now;
+        {
+            let mut r = http.rates.lock().unwrap_or_else(|e| e.into_inner());
+            if r.len() == RATE_HISTORY {
+                r.pop_front();
+            }
+            r.push_back(sample);
+        }
+        let _ = http.rate_tx.send(sample);
+        http.prometheus.run_upkeep();
+    }
+}
+
+/// The page's files, with a policy that allows only this origin's script
+/// and style: a registry string that slipped into markup could not run.
+fn page_file(body: &'static str, kind: &'static str) -> Response {
+    let mut r = (StatusCode::OK, body).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+async fn page_html() -> Response {
+    page_file(include_str!("page/index.html"), "text/html; charset=utf-8")
+}
+async fn page_js() -> Response {
+    page_file(
+        include_str!("page/page.js"),
+        "text/javascript; charset=utf-8",
+    )
+}
+async fn page_css() -> Response {
+    page_file(include_str!("page/page.css"), "text/css; charset=utf-8")
+}
+
+/// An error as JSON, with the HTTP status its code maps to.
+fn error_response(e: &ErrorReply) -> Response {
+    let status = match e.code.as_str() {
+        code::USAGE | code::BAD_REQUEST => StatusCode::BAD_REQUEST,
+        code::NOT_FOUND | code::REFUSED => StatusCode::NOT_FOUND,
+        code::SHUTTING_DOWN => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, Json(json!({ "error": e }))).into_response()
+}
+
+/// Runs blocking work on the blocking pool; a panic becomes a 500.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ErrorReply> + Send + 'static,
+) -> Result<T, Response> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(error_response(&e)),
+        Err(e) => Err(error_response(&ErrorReply::new(
+            code::FAILED,
+            format!("internal error: {e}"),
+            1,
+        ))),
+    }
+}
+
+async fn metrics_text(State(http): State<Arc<Http>>) -> Response {
+    let h = http.clone();
+    let text = blocking(move || {
+        metrics::render(&h.prometheus, &h.shared).map_err(|e| ErrorReply::from_error(&e, false))
+    })
+    .await;
+    match text {
+        Ok(t) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            t,
+        )
+            .into_response(),
+        Err(r) => r,
+    }
+}
+
+/// Alive: the process answers.
+async fn healthz() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+/// Ready: the store is open (the daemon is not closing it) and its writer
+/// is not poisoned; otherwise 503 with the reasons.
+async fn readyz(State(http): State<Arc<Http>>) -> Response {
+    let shared = &http.shared;
+    let closing = *shared.shutdown.borrow();
+    match readiness(closing, shared.store.log().poisoned()) {
+        Ok(()) => {
+            let lsn = shared.store.applied_lsn();
+            (
+                StatusCode::OK,
+                Json(json!({"ready": true, "last_lsn": lsn})),
+            )
+                .into_response()
+        }
+        Err(reasons) => {
+            let body = json!({"ready": false, "reasons": reasons});
+            (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+        }
+    }
+}
+
+/// Why the daemon is not ready, if it is not.
+fn readiness(closing: bool, poisoned: Option<&str>) -> Result<(), Vec<String>> {
+    let mut reasons = Vec::new();
+    if closing {
+        reasons.push("the daemon is shutting down: the store is being closed".to_string());
+    }
+    if let Some(why) = poisoned {
+        reasons.push(format!(
+            "the log's writer is poisoned (a sync failed; restart the daemon to recover): {why}"
+        ));
+    }
+    if reasons.is_empty() {
+        Ok(())
+    } else {
+        Err(reasons)
+    }
+}
+
+/// Every agent (finished ones too) as `list --json` rows, with the LSN they
+/// are current at: `/api/events?changes=true&from=<lsn + 1>` continues them.
+async fn agents(State(http): State<Arc<Http>>) -> Response {
+    let shared = http.shared.clone();
+    let doc = blocking(move || {
+        let d = shared.dispatch.clone();
+        Ok(shared.store.with_state(|s, lsn| {
+            let rows: Vec<Value> = s.agents().iter().map(|a| d.agent_json(a)).collect();
+            json!({"lsn": lsn, "agents": rows})
+        }))
+    })
+    .await;
+    match doc {
+        Ok(v) => Json(v).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// `audit --json` of one agent (`?limit=N` keeps the newest N entries).
+async fn audit(
+    State(http): State<Arc<Http>>,
+    Path(name): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let shared = http.shared.clone();
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            let msg = format!(
+                "/api/agents/{name}/audit: `limit` must be a non-negative integer, not {:?}",
+                q["limit"]
+            );
+            return error_response(&ErrorReply::new(code::USAGE, msg, 2));
+        }
+    };
+    let doc = blocking(move || {
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(name));
+        let (mut doc, _) = shared.dispatch.call(&shared.store, "audit", &params)?;
+        if let (Some(n), Some(entries)) = (limit, doc["events"].as_array_mut()) {
+            let cut = entries.len().saturating_sub(n);
+            entries.drain(..cut);
+        }
+        Ok(doc)
+    })
+    .await;
+    match doc {
+        Ok(v) => Json(v).into_response(),
+        Err(r) => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_ready_says_why() {
+        assert_eq!(readiness(false, None), Ok(()));
+        let r = readiness(false, Some("msync of log/0001.seg: EIO")).unwrap_err();
+        assert_eq!(r.len(), 1);
+        assert!(r[0].contains("poisoned") && r[0].contains("EIO"), "{r:?}");
+        assert_eq!(readiness(true, Some("x")).unwrap_err().len(), 2);
+    }
+}

@@ -1,0 +1,231 @@
+//! The Server-Sent Events streams: `/api/events` is the socket's `watch`
+//! (same producer, same items, same lag rule) framed as SSE, and
+//! `/api/heartbeats` is the heartbeats/s history and then one sample a
+//! second.
+//!
+//! Each `/api/events` item carries `id: <lsn>`, so a browser's EventSource
+//! that reconnects (after `lagged`, or a dropped connection) sends
+//! `Last-Event-ID` and resumes right after the last item it got: nothing
+//! missed, nothing twice. With `latest=true` (changes mode) the watch sends
+//! one change per agent per chunk of records, and batches go out at most
+//! every [`LATEST_EVERY`], merged again to the newest row per agent (the
+//! page's mode: a table needs the current row, not every heartbeat).
+
+use super::{error_response, Http};
+use crate::daemon::watch;
+use crate::daemon::{code, ErrorReply};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, StreamExt};
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+
+/// Items sent in one go at most (then the next batch).
+const BATCH: usize = 4096;
+/// With `latest`, batches go out at most this often: what arrives meanwhile
+/// is merged, so a browser's work is bounded whatever the write rate.
+const LATEST_EVERY: Duration = Duration::from_millis(100);
+
+fn usage(msg: String) -> ErrorReply {
+    ErrorReply::new(code::USAGE, msg, 2)
+}
+
+fn flag(q: &HashMap<String, String>, key: &str) -> Result<bool, ErrorReply> {
+    match q.get(key).map(String::as_str) {
+        None | Some("false") | Some("0") => Ok(false),
+        Some("true") | Some("1") | Some("") => Ok(true),
+        Some(v) => Err(usage(format!(
+            "/api/events: `{key}` must be true or false, not {v:?}"
+        ))),
+    }
+}
+
+/// The `watch` parameters of a query (and `Last-Event-ID`), plus `latest`.
+fn params(
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<(Map<String, Value>, bool), ErrorReply> {
+    let mut p = Map::new();
+    for key in q.keys() {
+        if !["from", "agent", "kinds", "changes", "latest"].contains(&key.as_str()) {
+            return Err(usage(format!(
+                "/api/events: unknown parameter `{key}` (from, agent, kinds, changes, latest)"
+            )));
+        }
+    }
+    let lsn = |what: &str, v: &str| {
+        v.trim().parse::<u64>().map_err(|_| {
+            usage(format!(
+                "/api/events: {what} must be an LSN (a non-negative integer), not {v:?}"
+            ))
+        })
+    };
+    if let Some(v) = q.get("from") {
+        p.insert("from".into(), json!(lsn("`from`", v)?));
+    }
+    if let Some(last) = headers.get("last-event-id") {
+        let v = String::from_utf8_lossy(last.as_bytes()).into_owned();
+        p.insert("from".into(), json!(lsn("Last-Event-ID", &v)? + 1));
+    }
+    if let Some(a) = q.get("agent") {
+        p.insert("agent".into(), json!(a));
+    }
+    if let Some(k) = q.get("kinds") {
+        let kinds: Vec<&str> = k.split(',').filter(|s| !s.is_empty()).collect();
+        p.insert("kinds".into(), json!(kinds));
+    }
+    if flag(q, "changes")? {
+        p.insert("changes".into(), json!(true));
+    }
+    let latest = flag(q, "latest")?;
+    if latest {
+        p.insert("latest".into(), json!(true));
+    }
+    Ok((p, latest))
+}
+
+/// One watch item as an SSE event: its key (`change`, `event`, `error`) is
+/// the event name, its LSN the id, the object the data.
+fn sse_event(item: &Value) -> Event {
+    let (name, body) = match item.as_object().and_then(|o| o.iter().next()) {
+        Some((k, v)) => (k.as_str(), v),
+        None => ("error", item),
+    };
+    let mut ev = Event::default().event(name).data(body.to_string());
+    if let Some(lsn) = body.get("lsn").and_then(Value::as_u64) {
+        ev = ev.id(lsn.to_string());
+    }
+    ev
+}
+
+/// Keeps, of the changes in `batch`, only each agent's last (in LSN order
+/// of those kept); other items stay.
+fn merge_latest(batch: Vec<Value>) -> Vec<Value> {
+    let mut seen = HashSet::new();
+    let mut kept: Vec<Value> = batch
+        .into_iter()
+        .rev()
+        .filter(|item| match item["change"]["agent"].as_str() {
+            Some(agent) => seen.insert(agent.to_string()),
+            None => true,
+        })
+        .collect();
+    kept.reverse();
+    kept
+}
+
+/// `/api/events`: PROTOCOL.md, "HTTP".
+pub(super) async fn events(
+    State(http): State<Arc<Http>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let (params, latest) = match params(&q, &headers) {
+        Ok(p) => p,
+        Err(e) => return error_response(&e),
+    };
+    let watch = match watch::open(&http.shared, &params).await {
+        Ok(w) => w,
+        Err(e) => return error_response(&e),
+    };
+    let first = Event::default()
+        .event("watching")
+        .data(json!({"from": watch.from}).to_string());
+    let rest = stream::unfold(Some((watch, None)), move |state| async move {
+        let (mut watch, last): (watch::Stream, Option<Instant>) = state?;
+        if let Some(at) = last.filter(|_| latest) {
+            tokio::time::sleep_until((at + LATEST_EVERY).into()).await;
+        }
+        let Some(item) = watch.items.recv().await else {
+            let last = match watch.lagged() {
+                Some(resume) => Event::default()
+                    .event("lagged")
+                    .data(json!({"resume_from": resume}).to_string()),
+                None => {
+                    let e = ErrorReply::new(code::SHUTTING_DOWN, "the daemon is shutting down", 1);
+                    Event::default().event("end").data(json!(e).to_string())
+                }
+            };
+            return Some((vec![last], None));
+        };
+        let mut batch = vec![item];
+        while batch.len() < BATCH {
+            match watch.items.try_recv() {
+                Ok(i) => batch.push(i),
+                Err(_) => break,
+            }
+        }
+        if latest {
+            batch = merge_latest(batch);
+        }
+        let events = batch.iter().map(sse_event).collect();
+        Some((events, Some((watch, Some(Instant::now())))))
+    })
+    .flat_map(stream::iter);
+    let all = stream::once(async { first })
+        .chain(rest)
+        .map(Ok::<_, Infallible>);
+    Sse::new(all)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// `/api/heartbeats`: `history` (the samples kept, oldest first), then a
+/// `rate` event each second; each sample is `[unix ms, heartbeats]`.
+pub(super) async fn heartbeats(State(http): State<Arc<Http>>) -> Response {
+    let rx = http.rate_tx.subscribe();
+    let history: Vec<(u64, u64)> = http
+        .rates
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .copied()
+        .collect();
+    let first = Event::default()
+        .event("history")
+        .data(json!(history).to_string());
+    let stop = http.shared.shutdown.clone();
+    let rest = stream::unfold((rx, stop), |(mut rx, mut stop)| async move {
+        loop {
+            let got = tokio::select! {
+                _ = stop.wait_for(|s| *s) => None,
+                r = rx.recv() => Some(r),
+            };
+            match got? {
+                Ok(sample) => {
+                    let ev = Event::default()
+                        .event("rate")
+                        .data(json!(sample).to_string());
+                    return Some((ev, (rx, stop)));
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let all = stream::once(async { first })
+        .chain(rest)
+        .map(Ok::<_, Infallible>);
+    Sse::new(all)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latest_keeps_each_agents_last_change_in_order() {
+        let c = |lsn: u64, a: &str| json!({"change": {"lsn": lsn, "agent": a}});
+        let e = json!({"error": {"lsn": 3}});
+        let out = merge_latest(vec![c(1, "a"), c(2, "b"), e.clone(), c(4, "a")]);
+        assert_eq!(out, vec![c(2, "b"), e, c(4, "a")]);
+    }
+}
