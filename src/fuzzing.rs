@@ -1,7 +1,8 @@
 //! In-memory entry points for the fuzz targets (`tests/fuzz/`) and their
 //! stable replay test (`tests/fuzz_regressions.rs`): the parts of segment
 //! recovery and snapshot loading that the store otherwise reaches only
-//! through files.
+//! through files, and the daemon's request framing and parsers, which it
+//! otherwise reaches only through a socket.
 //!
 //! **Not a stable API.** Hidden from the docs; it follows the internals it
 //! exposes and may change or go away with them. Nothing here writes files.
@@ -70,4 +71,82 @@ pub fn snapshot_file(lsn: u64, payload: &[u8]) -> Vec<u8> {
     file.extend_from_slice(payload);
     crate::snapshot::fill_header(&mut file, lsn);
     file
+}
+
+/// One frame of the daemon's line reader: a request line (terminator and
+/// a trailing `\r` removed), or the over-long line that closes a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestFrame {
+    Line(Vec<u8>),
+    TooLong,
+}
+
+/// Splits `input` into request lines as a connection reads it, with lines
+/// limited to `max` bytes and the reader's buffer `buffer` bytes wide (so
+/// lines straddle buffer refills). Stops after an over-long line, as the
+/// connection does.
+pub fn request_frames(input: &[u8], max: usize, buffer: usize) -> Vec<RequestFrame> {
+    use crate::daemon::frame::{read_line, Frame};
+    use std::future::Future;
+    let mut reader = tokio::io::BufReader::with_capacity(buffer.max(1), input);
+    let mut frames = Vec::new();
+    let mut line = Vec::new();
+    // Reading a byte slice never waits, so one poll of each future suffices.
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        let mut next = std::pin::pin!(read_line(&mut reader, &mut line, max));
+        let std::task::Poll::Ready(frame) = next.as_mut().poll(&mut cx) else {
+            unreachable!("a slice reader is always ready");
+        };
+        match frame.expect("a slice reader does not fail") {
+            Frame::Line => frames.push(RequestFrame::Line(line.clone())),
+            Frame::TooLong => {
+                frames.push(RequestFrame::TooLong);
+                return frames;
+            }
+            Frame::Eof => return frames,
+        }
+    }
+}
+
+/// What the general request parser made of a line: `(id, method, params)`,
+/// or `(id, error code)`.
+pub type ParsedRequest = Result<
+    (serde_json::Value, String, serde_json::Map<String, serde_json::Value>),
+    (serde_json::Value, String),
+>;
+
+/// What the heartbeat hot path took from a line, and the reply it writes
+/// for `reply_lsn`.
+#[derive(Debug)]
+pub struct HotRequest {
+    pub id: serde_json::Value,
+    pub name: String,
+    pub pid: Option<u32>,
+    pub at: Option<crate::time::Timestamp>,
+    pub durable: bool,
+    pub reply: Vec<u8>,
+}
+
+/// Runs one request line through the daemon's general parser and its
+/// heartbeat hot path (`src/daemon/conn.rs`).
+pub fn parse_request(line: &[u8], reply_lsn: u64) -> (ParsedRequest, Option<HotRequest>) {
+    use crate::daemon::conn;
+    let general = conn::parse(line)
+        .map(|r| (r.id, r.method, r.params))
+        .map_err(|(id, e)| (id, e.code));
+    let hot = conn::HotHeartbeat::decode(line).map(|hb| {
+        let mut reply = Vec::new();
+        hb.write_ok(reply_lsn, &mut reply);
+        let (id, name, pid, at, durable) = hb.parts();
+        HotRequest {
+            id: id.clone(),
+            name: name.to_string(),
+            pid,
+            at,
+            durable,
+            reply,
+        }
+    });
+    (general, hot)
 }

@@ -68,3 +68,8 @@ fn registry_import_corpus_and_crashes() {
 fn contract_check_corpus_and_crashes() {
     replay("check", bodies::check);
 }
+
+#[test]
+fn request_parsing_corpus_and_crashes() {
+    replay("protocol", bodies::protocol);
+}

@@ -313,6 +313,11 @@ impl<'a> HotHeartbeat<'a> {
         })
     }
 
+    /// What was decoded: id, agent name, pid, event time, durable.
+    pub(crate) fn parts(&self) -> (&Value, &str, Option<u32>, Option<Timestamp>, bool) {
+        (&self.id, &self.name, self.pid, self.at, self.durable)
+    }
+
     /// Writes the success reply for `lsn`:
     /// `{"id":…,"result":{"agent":…,"lsn":…}}`, keys in the order
     /// serde_json's maps serialize them.

@@ -210,3 +210,51 @@ pub fn check(data: &[u8]) {
         Err(e) => panic!("check passed a file the importer refuses: {e}"),
     }
 }
+
+/// The daemon's request reader and parsers (PROTOCOL.md): the first byte
+/// picks the line limit and the read buffer's width, the rest is what a
+/// client sent. Frames respect the limit and the framing rules; the
+/// heartbeat hot path takes only what the general parser reads as the same
+/// heartbeat, and its reply is byte for byte the general path's.
+pub fn protocol(data: &[u8]) {
+    use agentlog::fuzzing::{parse_request, request_frames, RequestFrame};
+    use serde_json::{json, Value};
+    let Some((&knobs, input)) = data.split_first() else {
+        return;
+    };
+    let max = 16 + usize::from(knobs & 0x3f) * 16;
+    let buffer = 1 + usize::from(knobs >> 6) * 37;
+    let frames = request_frames(input, max, buffer);
+    let mut consumed = 0;
+    for frame in &frames {
+        let RequestFrame::Line(line) = frame else {
+            assert_eq!(frame, frames.last().unwrap(), "a connection ends at an over-long line");
+            continue;
+        };
+        assert!(line.len() <= max, "a line over the limit was taken");
+        assert!(!line.contains(&b'\n') && line.last() != Some(&b'\r'), "{line:?}");
+        consumed += 1;
+        let lsn = u64::from(knobs) * 1_000_003;
+        let (general, hot) = parse_request(line, lsn);
+        let Some(hot) = hot else {
+            continue;
+        };
+        let (id, method, params) = general.expect("the hot path took a line the parser refuses");
+        assert_eq!(method, "heartbeat");
+        assert_eq!(id, hot.id);
+        assert_eq!(params.get("name"), Some(&Value::String(hot.name.clone())));
+        assert_eq!(params.get("pid").and_then(Value::as_u64), hot.pid.map(u64::from));
+        assert_eq!(params.get("durable") == Some(&Value::Bool(true)), hot.durable);
+        assert_eq!(params.contains_key("at"), hot.at.is_some());
+        let mut general_reply =
+            serde_json::to_vec(&json!({"id": id, "result": {"agent": hot.name, "lsn": lsn}})).unwrap();
+        general_reply.push(b'\n');
+        assert_eq!(hot.reply, general_reply, "hot and general replies differ");
+    }
+    // Every `\n` ends a frame, so no terminated line was lost or merged.
+    if !matches!(frames.last(), Some(RequestFrame::TooLong)) {
+        let terminated = input.iter().filter(|&&b| b == b'\n').count();
+        let unterminated = usize::from(input.last().is_some_and(|&b| b != b'\n'));
+        assert_eq!(consumed, terminated + unterminated, "frames lost or merged");
+    }
+}
