@@ -621,6 +621,27 @@ pub enum Bench {
     Export(BenchExport),
     /// Time compacting a log where most agents finished long ago
     Compact(BenchCompact),
+    /// Time whole one-shot CLI invocations (heartbeat, status, list, audit,
+    /// export) on stores of each log length, each with a recent snapshot
+    Cli(BenchCli),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchCli {
+    /// Log lengths in events, comma-separated
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "10000,1000000,10000000",
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=MAX_EVENTS)
+    )]
+    pub events: Vec<u64>,
+    #[arg(long, value_name = "A", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
+    pub agents: usize,
+    /// Timed invocations per command and log length (after one untimed)
+    #[arg(long, value_name = "R", default_value_t = 11, value_parser = count(1000))]
+    pub runs: usize,
 }
 
 #[derive(Debug, Args)]

@@ -10,11 +10,13 @@
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use super::mmap::{fallocate, punch_hole, Map};
+use super::mmap::{fallocate, punch_hole, written_ranges, Map};
 use super::seal::{data_crc, footer_offset, SealFooter, FIXED_FOOTER_VERSION, SEAL_FOOTER};
 
-use super::record::u64_at;
+use super::record::{all_zero, u64_at};
+use super::tail::Mark;
 use crate::error::{Error, Result};
 
 /// Segment header size; records start here.
@@ -158,6 +160,14 @@ pub(crate) struct Segment {
     pub end: AtomicUsize,
     /// Bytes of this segment known to be on disk.
     pub synced: AtomicUsize,
+    /// Records below this offset were vouched for by a seal footer or the
+    /// tail hint, not checksummed one by one: a view checks each one it
+    /// reads there (0: every published record was checked).
+    pub unverified_end: AtomicUsize,
+    /// Sparse (LSN, offset) index of record starts (see `tail.rs`), so a
+    /// view starting mid-segment skips most of it. Advice: each mark is
+    /// checked where it is used.
+    pub marks: Mutex<Vec<Mark>>,
 }
 
 impl Segment {
@@ -205,7 +215,33 @@ impl Segment {
             map,
             end: AtomicUsize::new(SEG_HDR),
             synced: AtomicUsize::new(0),
+            unverified_end: AtomicUsize::new(0),
+            marks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Whether every byte of the map from `off` on is zero, reading only
+    /// the file's written extents (see `mmap::written_ranges`): holes and
+    /// unwritten preallocated extents read as zeros, so the unused rest of a
+    /// preallocated segment is not faulted in page by page. (`SEEK_DATA`
+    /// cannot tell: ext4 reports unwritten extents as data once the file was
+    /// written through a map.) Where the filesystem has no FIEMAP, every
+    /// byte is read.
+    pub fn zero_from(&self, bytes: &[u8], off: usize) -> bool {
+        let len = bytes.len();
+        let page_end = ((off + 4095) & !4095).min(len);
+        if off < page_end && !all_zero(&bytes[..page_end], off) {
+            return false;
+        }
+        if page_end >= len {
+            return true;
+        }
+        match written_ranges(&self.file, page_end as u64, len as u64) {
+            Ok(ranges) => ranges
+                .iter()
+                .all(|&(a, b)| all_zero(&bytes[..(b as usize).min(len)], a as usize)),
+            Err(_) => all_zero(bytes, page_end),
+        }
     }
 
     /// Remap after the file grew (writer reopening a trimmed newest segment).
@@ -391,6 +427,8 @@ impl Prepared {
             map: self.map,
             end: AtomicUsize::new(SEG_HDR),
             synced: AtomicUsize::new(SEG_HDR),
+            unverified_end: AtomicUsize::new(0),
+            marks: Mutex::new(Vec::new()),
         })
     }
 
