@@ -629,6 +629,7 @@ fn a_quick_open_reads_from_any_lsn_by_the_hinted_index() {
         let want: Vec<u64> = (from..=20_000).take(3).collect();
         assert_eq!(got, want, "from {from}");
     }
-    let r = log.view().iter_from(12_345).next().unwrap().unwrap();
+    let view = log.view();
+    let r = view.iter_from(12_345).next().unwrap().unwrap();
     assert_eq!(r.payload, payload(12_345).as_slice());
 }

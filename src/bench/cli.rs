@@ -81,8 +81,14 @@ pub struct CliReport {
     pub machine: MachineInfo,
 }
 
-/// Builds a store of `events` events at `path`, snapshotted at its end.
-fn build(path: &Path, events: u64, agents: usize) -> Result<()> {
+/// Where the store of `events` events lives under the work directory.
+pub fn store_path(root: &Path, events: u64) -> PathBuf {
+    root.join(format!("bench-cli-{events}"))
+}
+
+/// Builds a store of `events` events at `path`, snapshotted at its end
+/// (`bench cli --build-only`, run in a child process by [`run_cli`]).
+pub fn build_store(path: &Path, events: u64, agents: usize) -> Result<()> {
     fresh_dir(path)?;
     let w = Workload {
         agents,
@@ -98,6 +104,9 @@ fn build(path: &Path, events: u64, agents: usize) -> Result<()> {
 
 /// Runs `exe args…` once; returns the wall time and the child's peak RSS.
 fn invoke(exe: &Path, args: &[String]) -> Result<(Duration, u64)> {
+    // The peak RSS `wait4` reports includes this process's RSS when it
+    // forked (exec keeps the larger high-water mark): start it from now.
+    let _ = super::rss::reset_peak();
     let started = Instant::now();
     let mut child = Command::new(exe)
         .args(args)
@@ -199,8 +208,22 @@ pub fn run_cli(cfg: &CliBenchConfig) -> Result<CliReport> {
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
     let mut rows = Vec::with_capacity(cfg.events.len() * COMMANDS.len());
     for &n in &cfg.events {
-        let path = root.join(format!("bench-cli-{n}"));
-        build(&path, n, cfg.agents)?;
+        // Built by a child process: this one stays small, so the children
+        // it times do not inherit its RSS (see `invoke`).
+        let args: Vec<String> = [
+            "--dir".to_string(),
+            root.display().to_string(),
+            "bench".into(),
+            "cli".into(),
+            "--build-only".into(),
+            "--events".into(),
+            n.to_string(),
+            "--agents".into(),
+            cfg.agents.to_string(),
+        ]
+        .into();
+        invoke(&cfg.exe, &args)?;
+        let path = store_path(&root, n);
         for c in COMMANDS {
             rows.push(measure(&cfg.exe, &path, n, c, cfg.runs)?);
         }

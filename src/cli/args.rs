@@ -642,6 +642,9 @@ pub struct BenchCli {
     /// Timed invocations per command and log length (after one untimed)
     #[arg(long, value_name = "R", default_value_t = 11, value_parser = count(1000))]
     pub runs: usize,
+    /// Only build the stores under --dir (the benchmark's own child process)
+    #[arg(long, hide = true)]
+    pub build_only: bool,
 }
 
 #[derive(Debug, Args)]

@@ -194,6 +194,13 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
                 print_machine(&mut out, &r.machine)?;
             }
         }
+        args::Bench::Cli(a) if a.build_only => {
+            let root = dir.ok_or_else(|| Usage("bench cli --build-only needs --dir".into()))?;
+            for &n in &a.events {
+                let path = agentlog::bench::cli::store_path(&root, n);
+                agentlog::bench::cli::build_store(&path, n, a.agents).map_err(usage)?;
+            }
+        }
         args::Bench::Cli(a) => {
             let cfg = agentlog::bench::cli::CliBenchConfig {
                 events: a.events,

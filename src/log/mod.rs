@@ -345,7 +345,7 @@ impl Log {
             sealed_end: AtomicU64::new(sealed_end),
             next_segment_id: AtomicU64::new(opened.next_segment_id),
             sync: Mutex::new(SyncState {
-                synced: last,
+                synced: opened.durable_lsn,
                 in_flight: false,
             }),
             sync_cv: Condvar::new(),

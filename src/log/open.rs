@@ -26,6 +26,8 @@ pub(crate) struct Opened {
     pub report: RecoveryReport,
     /// Offset of the active segment's last record (0: it holds none).
     pub last_record_off: usize,
+    /// The last LSN known to be on disk.
+    pub durable_lsn: Lsn,
 }
 
 pub(super) fn corrupt(
@@ -104,6 +106,7 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     // was written (see `tail.rs`): no need to flush them again.
     let mut newest_durable_below = 0;
     let mut newest_last_off = 0;
+    let mut hinted_lsn = 0;
     for (i, p) in live.main.iter().enumerate() {
         let newest = i + 1 == n_main;
         let mut s = Segment::open(p, newest)?;
@@ -195,6 +198,9 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
             }
         };
         let durable_below = resume.as_ref().map_or(0, |r| r.0.off);
+        if let Some((r, _)) = &resume {
+            hinted_lsn = r.next_lsn - 1;
+        }
         newest_sealed = newest && sc.sealed;
         if let Some(mut pr) = sc.problem {
             let tolerates_tail = opts.recovery != RecoveryMode::Absolute;
@@ -224,8 +230,15 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
             report.cut.push(cut_tail(&s, &pr)?);
         }
         s.end.store(sc.end, Ordering::Release);
-        s.synced.store(sc.end, Ordering::Release);
-        newest_durable_below = durable_below;
+        // Bytes below the hinted end were synced before the hint was
+        // written; the rest is synced by the first sync (see below).
+        let synced = if durable_below > 0 {
+            durable_below.min(sc.end)
+        } else {
+            sc.end
+        };
+        s.synced.store(synced, Ordering::Release);
+        newest_durable_below = durable_below.min(sc.end);
         newest_last_off = sc.last_off;
         report.records += sc.records;
         report.first_lsn = report.first_lsn.or(sc.first_lsn);
@@ -237,6 +250,7 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     }
     let mut next_segment_id = manifest.next_segment_id.max(max_id + 1).max(1);
     let fresh = n_main == 0 || newest_sealed;
+    let mut durable_lsn = expected - 1;
     let active = if fresh {
         let id = next_segment_id;
         next_segment_id += 1;
@@ -247,11 +261,18 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     } else {
         let s = segs.pop().expect("newest segment");
         let end = s.end();
-        // Whatever the previous writer left in the page cache becomes durable now.
-        let from = newest_durable_below.min(end) & !4095;
-        s.map
-            .flush(from, end - from)
-            .map_err(|e| Error::io(&s.path, e))?;
+        if newest_durable_below > 0 {
+            // Resumed from the tail hint: what a crashed writer left past
+            // it in the page cache is synced by this writer's first sync
+            // (its `synced` starts at the hinted end), not with a sync now.
+            if end > newest_durable_below {
+                durable_lsn = hinted_lsn;
+            }
+        } else {
+            // Whatever the previous writer left in the page cache becomes durable now.
+            s.map.flush(0, end).map_err(|e| Error::io(&s.path, e))?;
+            s.synced.store(end, Ordering::Release);
+        }
         s
     };
     let active = Arc::new(active);
@@ -267,6 +288,7 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
         next_segment_id,
         report,
         last_record_off: if fresh { 0 } else { newest_last_off },
+        durable_lsn,
     })
 }
 
