@@ -71,9 +71,9 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
                 "segment in a generation directory is not marked compacted",
             ));
         }
-        let bytes = s.map.bytes(s.map.len());
-        let sc = recovery::scan_sealed_with(bytes, &s.hdr, prev_last, !opts.quick_open)
-            .unwrap_or_else(|| recovery::scan(bytes, &s.hdr, prev_last));
+        let sc = s
+            .scan_sealed(prev_last, !opts.quick_open)
+            .unwrap_or_else(|| recovery::scan(s.map.bytes(s.map.len()), &s.hdr, prev_last));
         if sc.sealed && opts.quick_open {
             s.unverified_end.store(sc.end, Ordering::Release);
         }
@@ -112,12 +112,7 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
         let mut s = Segment::open(p, newest)?;
         // Sealed segments are checked by one CRC pass (their footer), not
         // record by record: this is what keeps reopening a long log fast.
-        let fast = recovery::scan_sealed_with(
-            s.map.bytes(s.map.len()),
-            &s.hdr,
-            expected - 1,
-            !opts.quick_open,
-        );
+        let fast = s.scan_sealed(expected - 1, !opts.quick_open);
         if fast.is_none() && newest && (s.map.len() as u64) < opts.segment_size {
             // Trimmed when sealed (crash before the next segment was installed)
             // or cut short: grow it back first; the new bytes are zeros. On a

@@ -158,7 +158,7 @@ impl LogReader {
             records: self.next[i] - s.hdr.first_lsn,
             last_off: 0,
         });
-        let sc = match recovery::scan_sealed_with(bytes, &s.hdr, prev, !self.quick) {
+        let sc = match s.scan_sealed(prev, !self.quick) {
             Some(sc) => {
                 if self.quick {
                     s.unverified_end.store(sc.end, Ordering::Release);
@@ -222,8 +222,7 @@ impl LogReader {
         if s.end() == SEG_HDR {
             // A sealed segment vouches for all its records by its footer:
             // one CRC pass instead of a walk (see `seal.rs`).
-            let sealed =
-                super::recovery::scan_sealed_with(bytes, &s.hdr, self.next[i] - 1, !self.quick);
+            let sealed = s.scan_sealed(self.next[i] - 1, !self.quick);
             if let Some(sc) = sealed {
                 if self.quick {
                     s.unverified_end.store(sc.end, Ordering::Release);

@@ -53,20 +53,13 @@ pub struct Scan {
 /// its LSNs do not fit after `prev_lsn`; then [`scan`] walks the records and
 /// names whatever is wrong.
 pub fn scan_sealed(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Option<Scan> {
-    scan_sealed_with(bytes, hdr, prev_lsn, true)
+    let f = SealFooter::at_file_end(bytes, hdr.segment_id, hdr.version)?;
+    sealed_scan(f, hdr, prev_lsn)
 }
 
-/// [`scan_sealed`]; with `check_data == false` the footer is trusted on its
-/// own checksum and placement, without the CRC pass over the records (a
-/// short-lived opener's choice: the records it reads are checksummed as they
-/// are read, and `verify` checks them all).
-pub fn scan_sealed_with(
-    bytes: &[u8],
-    hdr: &SegHeader,
-    prev_lsn: u64,
-    check_data: bool,
-) -> Option<Scan> {
-    let f = SealFooter::at_file_end_with(bytes, hdr.segment_id, hdr.version, check_data)?;
+/// The scan result a trusted seal footer `f` stands for, if its LSNs fit
+/// the segment and follow `prev_lsn`.
+pub fn sealed_scan(f: SealFooter, hdr: &SegHeader, prev_lsn: u64) -> Option<Scan> {
     let fits = if f.records == 0 {
         f.first_lsn == 0 && f.last_lsn == 0
     } else if hdr.compacted() {

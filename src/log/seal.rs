@@ -135,38 +135,53 @@ impl SealFooter {
     /// whole preallocated segment; the data CRC and the footer CRC are what
     /// vouch for the records.
     pub fn at_file_end(bytes: &[u8], segment_id: u64, version: u32) -> Option<SealFooter> {
-        SealFooter::at_file_end_with(bytes, segment_id, version, true)
-    }
-
-    /// [`SealFooter::at_file_end`]; with `check_data == false` the data CRC
-    /// is not compared (the footer's own CRC, its placement and the zero end
-    /// marker still are): opening then reads only the footer's pages.
-    pub fn at_file_end_with(
-        bytes: &[u8],
-        segment_id: u64,
-        version: u32,
-        check_data: bool,
-    ) -> Option<SealFooter> {
         let pos = bytes.len().checked_sub(SEAL_FOOTER)?;
         let f = SealFooter::decode(&bytes[pos..])?;
         let used = usize::try_from(f.used).ok()?;
         if used % 8 != 0 || used < SEG_HDR || used + REC_HDR > pos {
             return None;
         }
-        let zero = |r: &[u8]| r.iter().all(|&b| b == 0);
-        let data_ok = || !check_data || data_crc(segment_id, &bytes[SEG_HDR..used]) == f.data_crc;
         if footer_offset(used) == pos {
-            if check_data {
-                return SealFooter::verified_at(bytes, used, segment_id, version);
-            }
-            return zero(&bytes[used..pos]).then_some(f);
+            return SealFooter::verified_at(bytes, used, segment_id, version);
+        }
+        if version < FIXED_FOOTER_VERSION {
+            return None;
+        }
+        let zero = |r: &[u8]| r.iter().all(|&b| b == 0);
+        let marker_end = ((used + REC_HDR + 4095) & !4095).min(pos);
+        let footer_page = (pos & !4095).max(marker_end);
+        (zero(&bytes[used..marker_end])
+            && zero(&bytes[footer_page..pos])
+            && data_crc(segment_id, &bytes[SEG_HDR..used]) == f.data_crc)
+            .then_some(f)
+    }
+
+    /// The footer of a sealed file of `len` bytes trusted by its own CRC,
+    /// its placement and the zeros around it (no data CRC), reading only
+    /// those bytes through `read(from, to)` (a short-lived opener reads them
+    /// with `pread`: touching a map would fault in a whole large folio).
+    pub fn footer_only(
+        len: usize,
+        version: u32,
+        read: &mut dyn FnMut(usize, usize) -> Option<Vec<u8>>,
+    ) -> Option<SealFooter> {
+        let pos = len.checked_sub(SEAL_FOOTER)?;
+        let f = SealFooter::decode(&read(pos, len)?)?;
+        let used = usize::try_from(f.used).ok()?;
+        if used % 8 != 0 || used < SEG_HDR || used + REC_HDR > pos {
+            return None;
+        }
+        let mut zero =
+            |a: usize, b: usize| a >= b || read(a, b).is_some_and(|r| r.iter().all(|&x| x == 0));
+        if footer_offset(used) == pos {
+            return zero(used, pos).then_some(f);
         }
         if version < FIXED_FOOTER_VERSION {
             return None;
         }
         let marker_end = ((used + REC_HDR + 4095) & !4095).min(pos);
         let footer_page = (pos & !4095).max(marker_end);
-        (zero(&bytes[used..marker_end]) && zero(&bytes[footer_page..pos]) && data_ok()).then_some(f)
+        (zero(used, marker_end) && zero(footer_page, pos)).then_some(f)
     }
 }
 

@@ -16,6 +16,7 @@ use super::mmap::{fallocate, punch_hole, written_ranges, Map};
 use super::seal::{data_crc, footer_offset, SealFooter, FIXED_FOOTER_VERSION, SEAL_FOOTER};
 
 use super::record::{all_zero, u64_at};
+use super::recovery::{self, Scan};
 use super::tail::Mark;
 use crate::error::{Error, Result};
 
@@ -203,7 +204,15 @@ impl Segment {
             Map::map_ro(&file, len)
         }
         .map_err(|e| Error::io(path, e))?;
-        let hdr = SegHeader::decode(map.bytes(SEG_HDR)).map_err(corrupt)?;
+        // Read with pread, not through the map: touching a map faults in a
+        // whole (possibly large) folio, and an opener touches every segment.
+        let mut head = [0u8; SEG_HDR];
+        {
+            use std::os::unix::fs::FileExt;
+            file.read_exact_at(&mut head, 0)
+                .map_err(|e| Error::io(path, e))?;
+        }
+        let hdr = SegHeader::decode(&head).map_err(corrupt)?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if parse_file_name(name) != Some(hdr.first_lsn) {
             return Err(corrupt("file name does not match the header's first LSN"));
@@ -218,6 +227,23 @@ impl Segment {
             unverified_end: AtomicUsize::new(0),
             marks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The scan result this segment's seal footer stands for, if it is
+    /// sealed (see `seal.rs`). With `check_data` the data CRC is checked
+    /// over the map; without, only the footer and the zeros around it are
+    /// read, with `pread` (RSS stays flat in the number of segments).
+    pub fn scan_sealed(&self, prev_lsn: u64, check_data: bool) -> Option<Scan> {
+        if check_data {
+            return recovery::scan_sealed(self.map.bytes(self.map.len()), &self.hdr, prev_lsn);
+        }
+        use std::os::unix::fs::FileExt;
+        let f = SealFooter::footer_only(self.map.len(), self.hdr.version, &mut |a, b| {
+            let mut buf = vec![0u8; b.checked_sub(a)?];
+            self.file.read_exact_at(&mut buf, a as u64).ok()?;
+            Some(buf)
+        })?;
+        recovery::sealed_scan(f, &self.hdr, prev_lsn)
     }
 
     /// Whether every byte of the map from `off` on is zero, reading only
