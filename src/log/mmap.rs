@@ -124,6 +124,20 @@ impl Map {
         };
     }
 
+    /// [`Map::release_resident`] for `[off, off+len)` only (page-aligned
+    /// `off`): a long scan drops what it left behind as it goes.
+    pub fn release_resident_range(&self, off: usize, len: usize) {
+        if len == 0 || off % 4096 != 0 || off + len > self.raw.len() {
+            return;
+        }
+        // SAFETY: as for `release_resident`: a shared file (or read-only)
+        // mapping, in bounds (checked), so no observable byte changes.
+        let _ = unsafe {
+            self.raw
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, len)
+        };
+    }
+
     /// msync(MS_SYNC) of `[off, off+len)`: returns once those bytes are on disk.
     pub fn flush(&self, off: usize, len: usize) -> io::Result<()> {
         if len == 0 {

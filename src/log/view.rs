@@ -55,6 +55,7 @@ impl LogView {
             from: lsn,
             expect: None,
             from_header: true,
+            released: 0,
         };
         it.enter_segment();
         if let Some((seg, end)) = self.segs.get(idx) {
@@ -109,11 +110,18 @@ pub struct LogIter<'a> {
     /// This segment is being read from its header (so reading it through
     /// checks every record it holds).
     from_header: bool,
+    /// Offset below which this segment's pages were released (see `next`).
+    released: usize,
 }
+
+/// A scan drops its map's pages behind it every this many bytes (a multiple
+/// of the 2 MiB large folio), so reading a long log keeps RSS flat.
+const RELEASE_EVERY: usize = 8 << 20;
 
 impl LogIter<'_> {
     fn enter_segment(&mut self) {
         self.off = SEG_HDR;
+        self.released = 0;
         self.from_header = true;
         self.expect = self
             .view
@@ -171,6 +179,12 @@ impl<'a> Iterator for LogIter<'a> {
                 } => {
                     self.off = next;
                     self.expect = self.expect.map(|_| lsn + 1);
+                    if next >= self.released + 2 * RELEASE_EVERY {
+                        let upto = next / RELEASE_EVERY * RELEASE_EVERY - RELEASE_EVERY;
+                        seg.map
+                            .release_resident_range(self.released, upto - self.released);
+                        self.released = upto;
+                    }
                     if lsn < self.from {
                         continue;
                     }
