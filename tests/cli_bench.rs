@@ -227,6 +227,7 @@ fn bench_cli_times_every_command_on_every_log_length() {
             row["max_ms"].as_f64().unwrap(),
         );
         assert!(0.0 < min && min <= med && med <= max, "{row}");
+        assert!(row["median_cpu_ms"].as_f64().unwrap() >= 0.0, "{row}");
         assert!(row["peak_rss_bytes"].as_u64().unwrap() > 0, "{row}");
     }
     let growth = doc["rss_growth"].as_array().unwrap();

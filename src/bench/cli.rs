@@ -54,6 +54,9 @@ pub struct CliRow {
     pub median_ms: f64,
     pub min_ms: f64,
     pub max_ms: f64,
+    /// Median user + system CPU time of the child (`wait4` rusage): what
+    /// the command costs without the wait for a busy machine's run queue.
+    pub median_cpu_ms: f64,
     /// The largest peak RSS of the timed runs (`wait4` `ru_maxrss`).
     pub peak_rss_bytes: u64,
 }
@@ -102,8 +105,8 @@ pub fn build_store(path: &Path, events: u64, agents: usize) -> Result<()> {
     Ok(())
 }
 
-/// Runs `exe args…` once; returns the wall time and the child's peak RSS.
-fn invoke(exe: &Path, args: &[String]) -> Result<(Duration, u64)> {
+/// Runs `exe args…` once: wall time, the child's CPU time and peak RSS.
+fn invoke(exe: &Path, args: &[String]) -> Result<Run> {
     // The peak RSS `wait4` reports includes this process's RSS when it
     // forked (exec keeps the larger high-water mark): start it from now.
     let _ = super::rss::reset_peak();
@@ -118,7 +121,8 @@ fn invoke(exe: &Path, args: &[String]) -> Result<(Duration, u64)> {
         .map_err(|e| BenchError::io("cannot run", exe, e))?;
     let reaped = crate::log::wait_child(child.id());
     let elapsed = started.elapsed();
-    let (status, peak) = reaped.map_err(|e| BenchError::io("cannot wait for", exe, e))?;
+    let usage = reaped.map_err(|e| BenchError::io("cannot wait for", exe, e))?;
+    let status = usage.status;
     let mut stderr = String::new();
     if let Some(mut e) = child.stderr.take() {
         let _ = e.read_to_string(&mut stderr);
@@ -133,7 +137,18 @@ fn invoke(exe: &Path, args: &[String]) -> Result<(Duration, u64)> {
             ),
         });
     }
-    Ok((elapsed, peak))
+    Ok(Run {
+        wall: elapsed,
+        cpu: usage.cpu,
+        peak_rss: usage.peak_rss,
+    })
+}
+
+/// One measured invocation.
+struct Run {
+    wall: Duration,
+    cpu: Duration,
+    peak_rss: u64,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -164,13 +179,16 @@ fn measure(exe: &Path, dir: &Path, events: u64, command: &str, runs: usize) -> R
     let args = command_args(dir, command, &out);
     invoke(exe, &args)?;
     let mut times = Vec::with_capacity(runs);
+    let mut cpu = Vec::with_capacity(runs);
     let mut peak = 0;
     for _ in 0..runs {
-        let (t, rss) = invoke(exe, &args)?;
-        times.push(ms(t));
-        peak = peak.max(rss);
+        let run = invoke(exe, &args)?;
+        times.push(ms(run.wall));
+        cpu.push(ms(run.cpu));
+        peak = peak.max(run.peak_rss);
     }
     times.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
     let median = times[times.len() / 2];
     if median <= 0.0 || peak == 0 {
         return Err(BenchError::NothingMeasured {
@@ -185,6 +203,7 @@ fn measure(exe: &Path, dir: &Path, events: u64, command: &str, runs: usize) -> R
         median_ms: median,
         min_ms: times[0],
         max_ms: times[times.len() - 1],
+        median_cpu_ms: cpu[cpu.len() / 2],
         peak_rss_bytes: peak,
     })
 }

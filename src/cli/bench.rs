@@ -232,6 +232,7 @@ fn print_cli(w: &mut W, r: &agentlog::bench::cli::CliReport) -> Result<()> {
                 format!("{:.2}", row.median_ms),
                 format!("{:.2}", row.min_ms),
                 format!("{:.2}", row.max_ms),
+                format!("{:.2}", row.median_cpu_ms),
                 human_bytes(row.peak_rss_bytes),
             ]
         })

@@ -196,9 +196,19 @@ pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
     }
 }
 
+/// What `wait4` says about a reaped child.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildUsage {
+    pub status: i32,
+    /// Peak RSS in bytes (`ru_maxrss`).
+    pub peak_rss: u64,
+    /// User plus system CPU time.
+    pub cpu: std::time::Duration,
+}
+
 /// Reaps child `pid` (blocking, retrying on EINTR) and returns its wait
-/// status and its peak RSS in bytes (`wait4`'s `ru_maxrss`).
-pub(crate) fn wait_child(pid: u32) -> io::Result<(i32, u64)> {
+/// status, peak RSS and CPU time.
+pub(crate) fn wait_child(pid: u32) -> io::Result<ChildUsage> {
     let mut status: libc::c_int = 0;
     // SAFETY: `rusage` is plain integers and timevals, for which all-zero
     // bytes are a valid value.
@@ -208,7 +218,15 @@ pub(crate) fn wait_child(pid: u32) -> io::Result<(i32, u64)> {
         // right types.
         let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
         if rc >= 0 {
-            return Ok((status, usage.ru_maxrss.max(0) as u64 * 1024));
+            let tv = |t: libc::timeval| {
+                std::time::Duration::from_secs(t.tv_sec.max(0) as u64)
+                    + std::time::Duration::from_micros(t.tv_usec.max(0) as u64)
+            };
+            return Ok(ChildUsage {
+                status,
+                peak_rss: usage.ru_maxrss.max(0) as u64 * 1024,
+                cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+            });
         }
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {
