@@ -17,6 +17,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::record::{parse_at, parse_validated_at, Parsed};
+use super::recovery;
 use super::segment::{Segment, SEG_HDR};
 use super::Lsn;
 use crate::error::{Error, Result};
@@ -159,7 +160,16 @@ impl<'a> Iterator for LogIter<'a> {
                 continue;
             }
             let bytes = seg.map.bytes(*end);
-            let unverified = self.off < seg.unverified_end.load(Ordering::Acquire);
+            let mut unverified = self.off < seg.unverified_end.load(Ordering::Acquire);
+            if unverified && self.off == SEG_HDR && self.idx + 1 < self.view.segs.len() {
+                // Reading a sealed segment from its header: one CRC pass over
+                // it by its footer is cheaper than a CRC per record.
+                let whole = seg.map.bytes(seg.map.len());
+                if recovery::scan_sealed(whole, &seg.hdr, 0).is_some_and(|sc| sc.end == *end) {
+                    seg.unverified_end.store(0, Ordering::Release);
+                    unverified = false;
+                }
+            }
             let parsed = if unverified {
                 parse_at(bytes, self.off, seg.hdr.segment_id)
             } else {
