@@ -245,6 +245,7 @@ fn print_cli(w: &mut W, r: &agentlog::bench::cli::CliReport) -> Result<()> {
             "MEDIAN ms",
             "MIN ms",
             "MAX ms",
+            "CPU ms",
             "PEAK RSS",
         ],
         &table,
