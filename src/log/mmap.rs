@@ -127,7 +127,7 @@ impl Map {
     /// [`Map::release_resident`] for `[off, off+len)` only (page-aligned
     /// `off`): a long scan drops what it left behind as it goes.
     pub fn release_resident_range(&self, off: usize, len: usize) {
-        if len == 0 || off % 4096 != 0 || off + len > self.raw.len() {
+        if len == 0 || !off.is_multiple_of(4096) || off + len > self.raw.len() {
             return;
         }
         // SAFETY: as for `release_resident`: a shared file (or read-only)
@@ -274,7 +274,7 @@ pub(crate) fn written_ranges(file: &File, from: u64, to: u64) -> io::Result<Vec<
         }
         let u32_at = |byte: usize| {
             let w = buf[byte / 8];
-            if byte % 8 == 0 {
+            if byte.is_multiple_of(8) {
                 w as u32
             } else {
                 (w >> 32) as u32

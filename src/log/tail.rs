@@ -150,7 +150,7 @@ impl TailHint {
             || self.first_lsn != hdr.first_lsn
             || hdr.compacted()
             || self.end < SEG_HDR
-            || self.end % 8 != 0
+            || !self.end.is_multiple_of(8)
             || self.end > bytes.len()
         {
             return None;

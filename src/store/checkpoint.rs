@@ -240,7 +240,7 @@ pub(crate) fn fold_tail_with(
             })?;
         last = rec.lsn;
         n += 1;
-        if n % PROGRESS_EVERY == 0 {
+        if n.is_multiple_of(PROGRESS_EVERY) {
             progress(last);
         }
     }
