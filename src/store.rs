@@ -12,7 +12,9 @@
 //! Checkpoints ([`checkpoint`]): `open` resumes from the newest trusted
 //! snapshot in `<dir>/snapshots/`; a background thread snapshots every N
 //! events or T seconds (and exports `registry.json` with each snapshot when
-//! configured), `close` snapshots, and [`Store::snapshot`] does it on demand.
+//! configured), `close` snapshots (a short-lived store without the thread,
+//! [`StoreOptions::short_lived`]: only when a trigger is due), and
+//! [`Store::snapshot`] does it on demand.
 //! Export and import of schema-v4 `registry.json` live in [`interop`].
 
 use crate::layout::StoreLayout;

@@ -10,6 +10,11 @@
 //! newest segment's tail is being written, so the reader shows only its
 //! whole batches and ignores what lies past them.
 //!
+//! Opened quickly ([`LogReader::open_with`], the CLI's read-only commands),
+//! it trusts sealed segments by their footers and resumes the newest one
+//! after the tail hint, as a quick writer open does (FORMAT.md, "Tail
+//! hint"); the records vouched for that way are checksummed when read.
+//!
 //! `refresh` follows the tail (new records, new segments) and reloads
 //! everything when the MANIFEST names a new generation; files vanishing under
 //! it (compaction deleting them) trigger a reload. Files are never shrunk

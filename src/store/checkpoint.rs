@@ -1,6 +1,7 @@
 //! Checkpoints of the [`Store`]: which snapshot `open` may resume from,
 //! taking snapshots (every N events or T seconds on a background thread, on
-//! clean close, on demand), and the export that rides along with each.
+//! clean close, on demand; a store without the thread checks the same
+//! triggers on close), and the export that rides along with each.
 //!
 //! Invariants:
 //! - A snapshot never covers a record that is not durable: the log is synced
