@@ -12,7 +12,9 @@
 //! Checkpoints ([`checkpoint`]): `open` resumes from the newest trusted
 //! snapshot in `<dir>/snapshots/`; a background thread snapshots every N
 //! events or T seconds (and exports `registry.json` with each snapshot when
-//! configured), `close` snapshots, and [`Store::snapshot`] does it on demand.
+//! configured), `close` snapshots (a short-lived store without the thread,
+//! [`StoreOptions::short_lived`]: only when a trigger is due), and
+//! [`Store::snapshot`] does it on demand.
 //! Export and import of schema-v4 `registry.json` live in [`interop`].
 
 use crate::layout::StoreLayout;
@@ -123,6 +125,26 @@ pub struct StoreOptions {
     /// Automatic exports refuse (instead of leaving out, with a warning)
     /// agents an existing reader cannot accept.
     pub export_strict: bool,
+    /// Run the count and time triggers on a background thread, and snapshot
+    /// on every clean close that has something new (default true: a
+    /// long-lived store). Off, no thread is started and `close` snapshots
+    /// only when a trigger is due: the events since the last snapshot reach
+    /// the count, or its file is older than the time (or there is none).
+    pub snapshot_thread: bool,
+}
+
+impl StoreOptions {
+    /// Options for a process that opens the store for one command and
+    /// closes it (the CLI without a daemon): no background threads, a quick
+    /// log open ([`LogOptions::short_lived`]) and a snapshot on close only
+    /// when a trigger is due.
+    pub fn short_lived() -> StoreOptions {
+        StoreOptions {
+            log: LogOptions::short_lived(),
+            snapshot_thread: false,
+            ..StoreOptions::default()
+        }
+    }
 }
 
 /// Default of [`StoreOptions::snapshot_every_events`]. Measured with
@@ -151,6 +173,7 @@ impl Default for StoreOptions {
             snapshots_kept: DEFAULT_SNAPSHOTS_KEPT,
             export_path: None,
             export_strict: false,
+            snapshot_thread: true,
         }
     }
 }
@@ -626,8 +649,9 @@ impl Store {
     }
 
     /// Clean close: stops the snapshot thread, snapshots (and exports, when
-    /// configured) if anything changed since the last snapshot, then syncs
-    /// and closes the log (releasing its lock).
+    /// configured) if anything changed since the last snapshot (without the
+    /// thread, [`StoreOptions::snapshot_thread`]: only when a trigger is
+    /// due), then syncs and closes the log (releasing its lock).
     ///
     /// The close-time snapshot is an optimisation (a faster next open), never
     /// part of what the caller's commands committed: when it fails (a full
@@ -636,7 +660,12 @@ impl Store {
     /// succeeds. Only a failure to make the log durable is an error.
     pub fn close(mut self) -> StoreResult<CloseReport> {
         checkpoint::stop(&self.core, self.snapshotter.take());
-        let snapshot_error = checkpoint::snapshot_if_new(&self.core).err().map(|e| {
+        let closing = if self.core.opts.snapshot_thread {
+            checkpoint::snapshot_if_new(&self.core)
+        } else {
+            checkpoint::snapshot_if_due(&self.core)
+        };
+        let snapshot_error = closing.err().map(|e| {
             tracing::warn!(
                 dir = %self.core.dir.display(),
                 error = %e,

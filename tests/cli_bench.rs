@@ -289,3 +289,40 @@ fn bench_clients_measures_every_phase_through_separate_processes() {
     env.run_bare(&["bench", "clients", "--via", "cli", "--pipeline", "4"])
         .fails(2, "--via cli");
 }
+
+/// `bench cli` on tiny stores: a row per command and log length with
+/// measured figures, the RSS growth per command, and the targets judged.
+/// (Shape only: no timing is asserted.)
+#[test]
+fn bench_cli_times_every_command_on_every_log_length() {
+    let env = Env::new();
+    let doc = env.json(&[
+        "bench", "cli", "--events", "300,600", "--agents", "5", "--runs", "2",
+    ]);
+    let rows = doc["rows"].as_array().unwrap();
+    let commands = ["heartbeat", "status", "list", "audit", "export"];
+    assert_eq!(rows.len(), 2 * commands.len(), "{doc}");
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row["events"], [300, 600][i / commands.len()], "{row}");
+        assert_eq!(row["command"], commands[i % commands.len()], "{row}");
+        assert_eq!(row["runs"], 2);
+        let (min, med, max) = (
+            row["min_ms"].as_f64().unwrap(),
+            row["median_ms"].as_f64().unwrap(),
+            row["max_ms"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= med && med <= max, "{row}");
+        assert!(row["median_cpu_ms"].as_f64().unwrap() >= 0.0, "{row}");
+        assert!(row["peak_rss_bytes"].as_u64().unwrap() > 0, "{row}");
+    }
+    let growth = doc["rss_growth"].as_array().unwrap();
+    assert_eq!(growth.len(), commands.len(), "{doc}");
+    for g in growth {
+        assert!(g["ratio"].as_f64().unwrap() > 0.0, "{g}");
+        assert_eq!(g["flat"], g["ratio"].as_f64().unwrap() <= 1.5, "{g}");
+    }
+    assert_eq!(doc["heartbeat_target_ms"], 5.0);
+    assert_eq!(doc["list_target_ms"], 10.0);
+    assert!(doc["targets_met"].is_boolean());
+    assert!(doc["machine"]["cores"].as_u64().unwrap() > 0, "{doc}");
+}

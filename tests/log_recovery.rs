@@ -438,3 +438,198 @@ fn power_loss_hole_is_cut_in_cut_at_hole_mode() {
     assert_eq!(log.last_lsn(), Some(first_lost));
     log.close().unwrap();
 }
+
+/// Options of a short-lived writer (the one-shot CLI): quick open, no
+/// background threads.
+fn quick(seg: u64) -> LogOptions {
+    LogOptions {
+        segment_size: seg,
+        max_record_size: 1024,
+        ..LogOptions::short_lived()
+    }
+}
+
+/// Appends records `from..=to` (payload by LSN) lazily, then syncs.
+fn append_range(log: &Log, from: u64, to: u64) {
+    for lsn in from..=to {
+        assert_eq!(log.append(&payload(lsn), Durability::Lazy).unwrap(), lsn);
+    }
+    log.sync().unwrap();
+}
+
+/// A clean close leaves the tail hint; a later writer that appends past it
+/// and crashes (no close, so the hint is stale) must not hide its records:
+/// a quick open resumes at the hint and scans on, finds them, and cuts the
+/// torn record it left after them, exactly as a full open does.
+#[test]
+fn records_past_the_tail_hint_and_a_torn_tail_after_them_are_found() {
+    let tmp = tempfile::tempdir().unwrap(); // ext4 or the like: FIEMAP is used
+    let dir = tmp.path().join("log");
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    assert!(
+        !log.has_background_thread(),
+        "a short-lived writer starts no thread"
+    );
+    append_range(&log, 1, 300);
+    log.close().unwrap();
+    assert!(
+        dir.join("TAIL").exists(),
+        "a clean close leaves the tail hint"
+    );
+    let hint = fs::read(dir.join("TAIL")).unwrap();
+
+    let (log, rep) = Log::open(&dir, quick(1 << 20)).unwrap();
+    assert_eq!((rep.records, log.last_lsn()), (300, Some(300)));
+    append_range(&log, 301, 450);
+    drop(log); // a crash: no close, the hint still says 300
+    assert_eq!(fs::read(dir.join("TAIL")).unwrap(), hint);
+    // A torn write after them: a payload whose header never made it.
+    let seg = main_segments(&dir).pop().unwrap();
+    let bytes = fs::read(&seg).unwrap();
+    let end = {
+        let (log, _) = Log::open(
+            &dir,
+            LogOptions {
+                quick_open: false,
+                ..quick(1 << 20)
+            },
+        )
+        .unwrap();
+        let e = log.stats().bytes as usize;
+        drop(log);
+        e
+    };
+    let mut torn = bytes.clone();
+    torn[end + 16..end + 40].fill(0xab);
+    let full = tmp.path().join("full");
+    copy_dir(&dir, &full);
+    fs::write(&seg, &torn).unwrap();
+    fs::write(full.join(seg.file_name().unwrap()), &torn).unwrap();
+
+    let (log, rep) = Log::open(&dir, quick(1 << 20)).unwrap();
+    assert_eq!(log.last_lsn(), Some(450), "records past the hint are found");
+    assert_eq!(rep.records, 450);
+    assert_eq!(
+        rep.cut.len(),
+        1,
+        "the torn tail past them is cut: {:?}",
+        rep.cut
+    );
+    assert_eq!(rep.cut[0].offset as usize, end);
+    let all = read_all(&log);
+    assert_eq!(all.len(), 450);
+    assert!(all.iter().all(|(l, p)| *p == payload(*l)));
+    assert_eq!(log.append(b"next", Durability::Durable).unwrap(), 451);
+    log.close().unwrap();
+
+    // A full open of the same damage agrees.
+    let (log, rep) = Log::open(&full, opts(1 << 20)).unwrap();
+    assert_eq!((log.last_lsn(), rep.cut.len()), (Some(450), 1));
+}
+
+/// The hint is advice: damaged, stale (another segment), or pointing at a
+/// place where its last record is not, it is ignored and the segment is
+/// scanned whole.
+#[test]
+fn a_damaged_stale_or_misplaced_tail_hint_is_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    append_range(&log, 1, 100);
+    log.close().unwrap();
+    let good = fs::read(dir.join("TAIL")).unwrap();
+    let mut variants: Vec<Vec<u8>> = Vec::new();
+    for i in [0, 9, 17, 33, 41, 49, 57, good.len() - 1] {
+        let mut b = good.clone();
+        b[i] ^= 0x04; // any flipped bit: the hint's CRC fails
+        variants.push(b);
+    }
+    variants.push(good[..good.len() - 3].to_vec());
+    variants.push(Vec::new());
+    for v in variants {
+        fs::write(dir.join("TAIL"), &v).unwrap();
+        let (log, rep) = Log::open(&dir, quick(1 << 20)).unwrap();
+        assert_eq!((rep.records, log.last_lsn()), (100, Some(100)));
+        assert_eq!(read_all(&log).len(), 100);
+        drop(log);
+    }
+    // A hint from an older close (stale, the log went on): the scan resumes
+    // there and finds the rest.
+    fs::write(dir.join("TAIL"), &good).unwrap();
+    let (log, _) = Log::open(&dir, opts(1 << 20)).unwrap();
+    append_range(&log, 101, 130);
+    drop(log);
+    let (log, rep) = Log::open(&dir, quick(1 << 20)).unwrap();
+    assert_eq!((rep.records, log.last_lsn()), (130, Some(130)));
+    // After a rotation the hint names a sealed segment: not the newest.
+    log.seal_active().unwrap();
+    log.append(b"in the next segment", Durability::Durable)
+        .unwrap();
+    drop(log);
+    fs::write(dir.join("TAIL"), &good).unwrap();
+    let (log, rep) = Log::open(&dir, quick(1 << 20)).unwrap();
+    assert_eq!((rep.records, log.last_lsn()), (131, Some(131)));
+}
+
+/// A quick open trusts the records the hint vouches for without reading
+/// them: damage there is found when they are read (naming the LSN expected
+/// there), by `verify`, and by a full open, never folded silently.
+#[test]
+fn damage_below_the_tail_hint_is_found_when_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    append_range(&log, 1, 200);
+    log.close().unwrap();
+    let seg = main_segments(&dir).pop().unwrap();
+    let mut bytes = fs::read(&seg).unwrap();
+    let off: usize = (1..50u64)
+        .map(|l| rec_size(payload(l).len()))
+        .sum::<usize>()
+        + 64;
+    bytes[off + 8] ^= 0x01; // lsn 50's LSN field
+    fs::write(&seg, &bytes).unwrap();
+
+    let (log, rep) = Log::open(&dir, quick(1 << 20)).unwrap();
+    assert_eq!(rep.last_lsn, Some(200), "the hint vouches for the prefix");
+    let err = log
+        .view()
+        .iter()
+        .find_map(|r| r.err())
+        .expect("damage found");
+    match &err {
+        Error::Corrupt { offset, lsn, .. } => {
+            assert_eq!((*offset as usize, *lsn), (off, Some(50)), "{err}");
+        }
+        other => panic!("{other}"),
+    }
+    drop(log);
+    assert!(!agentlog::log::verify(&dir).unwrap().is_clean());
+    let e = Log::open(&dir, opts(1 << 20)).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+}
+
+/// A view starting mid-segment uses the sparse index the hint carries and
+/// still yields exactly the records from the asked LSN on.
+#[test]
+fn a_quick_open_reads_from_any_lsn_by_the_hinted_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let (log, _) = Log::open(&dir, quick(8 << 20)).unwrap();
+    append_range(&log, 1, 20_000);
+    log.close().unwrap();
+    let (log, _) = Log::open(&dir, quick(8 << 20)).unwrap();
+    for from in [1, 2, 4_999, 10_000, 19_999, 20_000] {
+        let got: Vec<u64> = log
+            .view()
+            .iter_from(from)
+            .take(3)
+            .map(|r| r.unwrap().lsn)
+            .collect();
+        let want: Vec<u64> = (from..=20_000).take(3).collect();
+        assert_eq!(got, want, "from {from}");
+    }
+    let view = log.view();
+    let r = view.iter_from(12_345).next().unwrap().unwrap();
+    assert_eq!(r.payload, payload(12_345).as_slice());
+}

@@ -321,3 +321,54 @@ fn a_quiet_store_is_snapshotted_after_snapshot_every_secs() {
     assert_eq!(store.open_report().snapshot_lsn, Some(lsn));
     assert_eq!(store.open_report().events_folded, 0);
 }
+
+/// A short-lived store (the one-shot CLI) starts no thread and snapshots on
+/// close only when a trigger is due: the first close of a store without a
+/// snapshot, then only once the count is reached (the time trigger is far).
+#[test]
+fn a_short_lived_store_snapshots_on_close_only_when_a_trigger_is_due() {
+    let d = tempfile::tempdir().unwrap();
+    let opts = || StoreOptions {
+        snapshot_every_events: 400,
+        snapshot_every_secs: 3600,
+        ..StoreOptions::short_lived()
+    };
+    let snaps = |dir: &Path| snapshot::list(&dir.join("snapshots")).unwrap_or_default();
+    let s = Store::open(d.path(), opts()).unwrap();
+    assert!(!s.log().has_background_thread());
+    run(&s, 0, 10);
+    s.close().unwrap();
+    let first = snaps(d.path());
+    assert_eq!(first.len(), 1, "no snapshot yet: the first close takes one");
+    // Below the count, within the time: the closes take none.
+    for k in 1..4 {
+        let s = Store::open(d.path(), opts()).unwrap();
+        run(&s, k * 10, 10);
+        s.close().unwrap();
+        assert_eq!(snaps(d.path()), first, "close {k} took a snapshot");
+    }
+    // The count reached (50 events per agent is less than 400 here).
+    let s = Store::open(d.path(), opts()).unwrap();
+    s.register(Registration::new("zed", "claude", "/w"), Some(T0))
+        .unwrap();
+    for i in 0..420 {
+        s.heartbeat("zed", None, Some(T0.add_millis(i + 1)))
+            .unwrap();
+    }
+    let applied = s.applied_lsn();
+    assert!(applied - first[0].lsn >= 400, "{applied}");
+    s.close().unwrap();
+    let now = snaps(d.path());
+    assert_eq!(now.last().map(|i| i.lsn), Some(applied), "{now:?}");
+    // A long-lived store keeps snapshotting on every close with news.
+    let long = StoreOptions {
+        snapshot_thread: true,
+        log: agentlog::log::LogOptions::default(),
+        ..opts()
+    };
+    let s = Store::open(d.path(), long).unwrap();
+    run(&s, 600, 3);
+    let applied = s.applied_lsn();
+    s.close().unwrap();
+    assert_eq!(snaps(d.path()).last().map(|i| i.lsn), Some(applied));
+}

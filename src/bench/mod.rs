@@ -17,6 +17,8 @@
 //! - [`reports`]: the report shapes of `bench replay | open | export | compact`.
 //! - [`runners`]: the runners of `bench replay | open | export | compact`.
 //! - [`scaling`]: the agents × writers sweep, its CSV and SVG plot.
+//! - [`cli`]: `bench cli`, whole one-shot CLI invocations on stores of
+//!   several log lengths (median wall time, peak RSS).
 //! - [`targets`]: the agentlog side of the workload (registry `Store`
 //!   commands by default; raw log appends for the log-only figure).
 //! - [`clients`], [`clients_worker`], [`echo`], [`sqlite`]: `bench clients`,
@@ -27,6 +29,7 @@ pub mod baseline;
 pub mod clients;
 pub mod clients_worker;
 pub mod echo;
+pub mod cli;
 pub mod heartbeats;
 pub mod latency;
 pub mod machine;

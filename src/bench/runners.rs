@@ -37,7 +37,7 @@ const DAY_MS: i64 = 24 * 3600 * 1000;
 /// setup, not the figure) and no automatic snapshots, so a background
 /// snapshot never runs inside a timed region and the runners decide exactly
 /// which snapshots exist.
-fn bench_options() -> StoreOptions {
+pub(super) fn bench_options() -> StoreOptions {
     StoreOptions {
         heartbeat_durability: Durability::Lazy,
         command_durability: Durability::Lazy,
@@ -61,14 +61,14 @@ fn pid(i: usize) -> u32 {
 /// round-robin over the agents: every [`STATUS_EVERY`]th a status change,
 /// every [`POST_EVERY`]th a message post, the rest heartbeats. Event `k` is at
 /// `start + k * STEP_MS`. Returns the time after the last event.
-struct Workload {
-    agents: usize,
-    events: u64,
-    start: Timestamp,
+pub(super) struct Workload {
+    pub agents: usize,
+    pub events: u64,
+    pub start: Timestamp,
 }
 
 impl Workload {
-    fn check(&self) -> Result<()> {
+    pub(super) fn check(&self) -> Result<()> {
         if self.agents == 0 {
             return Err(BenchError::Config("agents must be at least 1".into()));
         }
@@ -86,7 +86,7 @@ impl Workload {
     }
 
     /// Appends events `from..to` of the workload (registrations first).
-    fn append(&self, store: &Store, from: u64, to: u64) -> Result<()> {
+    pub(super) fn append(&self, store: &Store, from: u64, to: u64) -> Result<()> {
         let names: Vec<String> = (0..self.agents).map(name).collect();
         let a = self.agents as u64;
         for k in from..to {
@@ -131,7 +131,7 @@ fn check_events(events: u64, agents: usize) -> Result<()> {
 }
 
 /// Ends event time just before now, so nothing is in the future.
-fn recent_start(events: u64) -> Timestamp {
+pub(super) fn recent_start(events: u64) -> Timestamp {
     Timestamp::from_millis(Timestamp::now().as_millis() - events as i64 * STEP_MS - 1_000)
 }
 
@@ -146,7 +146,7 @@ fn count_records(store: &Store) -> Result<u64> {
 
 /// Clears and creates a bench-owned directory (`bench-*` names only, so a
 /// `--dir` holding a real store never loses it).
-fn fresh_dir(path: &Path) -> Result<()> {
+pub(super) fn fresh_dir(path: &Path) -> Result<()> {
     debug_assert!(path
         .file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("bench-")));

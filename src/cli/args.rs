@@ -633,6 +633,9 @@ pub enum Bench {
     /// The protocol's bound for `bench clients --echo`: answers without a store
     #[command(hide = true)]
     EchoServer(BenchEchoServer),
+    /// Time whole one-shot CLI invocations (heartbeat, status, list, audit,
+    /// export) on stores of each log length, each with a recent snapshot
+    Cli(BenchCli),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -675,6 +678,27 @@ pub struct BenchClients {
 pub struct BenchEchoServer {
     #[arg(long, value_name = "PATH")]
     pub socket: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchCli {
+    /// Log lengths in events, comma-separated
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "10000,1000000,10000000",
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=MAX_EVENTS)
+    )]
+    pub events: Vec<u64>,
+    #[arg(long, value_name = "A", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
+    pub agents: usize,
+    /// Timed invocations per command and log length (after one untimed)
+    #[arg(long, value_name = "R", default_value_t = 11, value_parser = count(1000))]
+    pub runs: usize,
+    /// Only build the stores under --dir (the benchmark's own child process)
+    #[arg(long, hide = true)]
+    pub build_only: bool,
 }
 
 #[derive(Debug, Args)]

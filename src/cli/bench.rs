@@ -1,4 +1,4 @@
-//! `agentlog bench heartbeats | scaling | replay | open | export | compact`: runs the benchmark harness
+//! `agentlog bench heartbeats | scaling | replay | open | export | compact | cli`: runs the benchmark harness
 //! (`agentlog::bench`) and prints its measured figures (text or `--json`).
 //! The harness refuses to report a figure it did not measure; this layer
 //! only formats.
@@ -197,9 +197,80 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
         args::Bench::Clients(a) => super::bench_clients::clients(ui, &mut out, dir, a)?,
         args::Bench::ClientsWorker => super::bench_clients::worker()?,
         args::Bench::EchoServer(a) => super::bench_clients::echo_server(&a)?,
+        args::Bench::Cli(a) if a.build_only => {
+            let root = dir.ok_or_else(|| Usage("bench cli --build-only needs --dir".into()))?;
+            for &n in &a.events {
+                let path = agentlog::bench::cli::store_path(&root, n);
+                agentlog::bench::cli::build_store(&path, n, a.agents).map_err(usage)?;
+            }
+        }
+        args::Bench::Cli(a) => {
+            let cfg = agentlog::bench::cli::CliBenchConfig {
+                events: a.events,
+                agents: a.agents,
+                runs: a.runs,
+                exe: std::env::current_exe()?,
+                dir,
+            };
+            let r = agentlog::bench::cli::run_cli(&cfg).map_err(usage)?;
+            if ui.json {
+                output::json(&mut out, &r)?;
+            } else {
+                print_cli(&mut out, &r)?;
+            }
+        }
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_cli(w: &mut W, r: &agentlog::bench::cli::CliReport) -> Result<()> {
+    let table: Vec<Vec<String>> = r
+        .rows
+        .iter()
+        .map(|row| {
+            vec![
+                row.events.to_string(),
+                row.command.clone(),
+                format!("{:.2}", row.median_ms),
+                format!("{:.2}", row.min_ms),
+                format!("{:.2}", row.max_ms),
+                format!("{:.2}", row.median_cpu_ms),
+                human_bytes(row.peak_rss_bytes),
+            ]
+        })
+        .collect();
+    output::table(
+        w,
+        &[
+            "EVENTS",
+            "COMMAND",
+            "MEDIAN ms",
+            "MIN ms",
+            "MAX ms",
+            "CPU ms",
+            "PEAK RSS",
+        ],
+        &table,
+    )?;
+    for g in &r.rss_growth {
+        writeln!(
+            w,
+            "peak RSS of {} grows {:.2}x from the shortest to the longest log{}",
+            g.command,
+            g.ratio,
+            if g.flat { "" } else { " (over the target)" }
+        )?;
+    }
+    writeln!(
+        w,
+        "targets (heartbeat <= {} ms, list <= {} ms, RSS within {}x): {}",
+        r.heartbeat_target_ms,
+        r.list_target_ms,
+        r.rss_flat_ratio,
+        if r.targets_met { "met" } else { "not met" }
+    )?;
+    print_machine(w, &r.machine)
 }
 
 fn print_heartbeats(w: &mut W, r: &HeartbeatReport) -> Result<()> {

@@ -255,7 +255,7 @@ pub(super) fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> 
     if let Some(store) = SERVED.with(|s| s.borrow().clone()) {
         return f(&store);
     }
-    let mut opts = agentlog::store::StoreOptions::default();
+    let mut opts = agentlog::store::StoreOptions::short_lived();
     opts.log.lock_timeout = LOCK_TIMEOUT.get().copied();
     let store = ops::open_store_with(dir, false, opts)?;
     let out = f(&store);

@@ -147,7 +147,12 @@ pub(crate) fn writer_present(dir: &Path) -> bool {
     let Ok(md) = std::fs::metadata(dir.join("LOCK")) else {
         return false; // no writer ever opened this log
     };
-    let Ok(table) = std::fs::read_to_string("/proc/locks") else {
+    // One large read: each read(2) of /proc/locks takes the kernel's lock
+    // table lock again, and `read_to_string` would start with 32 bytes.
+    let mut raw = Vec::with_capacity(64 << 10);
+    let read = std::fs::File::open("/proc/locks")
+        .and_then(|mut f| std::io::Read::read_to_end(&mut f, &mut raw));
+    let (Ok(_), Ok(table)) = (read, String::from_utf8(raw)) else {
         return true;
     };
     let inode = format!(":{}", md.ino());

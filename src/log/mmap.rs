@@ -1,5 +1,7 @@
-//! The only `unsafe` code of agentlog: memory maps of segment files and the
-//! raw syscall (`fallocate`) the log needs.
+//! The only `unsafe` code of agentlog: memory maps of segment files, the
+//! raw syscalls the log needs (`fallocate`, the `FIEMAP` ioctl), and `wait4`
+//! for `bench cli` (a child's peak RSS; std and rustix offer no rusage of
+//! one child).
 //!
 //! # Safety argument
 //!
@@ -61,12 +63,10 @@ impl Map {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "empty file"));
         }
-        // MAP_POPULATE: map the (usually cached) pages up front instead of
-        // taking one page fault per 4 KiB while scanning.
-        let raw = MmapOptions::new()
-            .len(len)
-            .populate()
-            .map_raw_read_only(file)?;
+        // No MAP_POPULATE: a reader touches only what it reads (a footer, a
+        // tail after a snapshot), not every page of every segment, so its
+        // RSS does not grow with the log.
+        let raw = MmapOptions::new().len(len).map_raw_read_only(file)?;
         Ok(Map { raw })
     }
 
@@ -121,6 +121,20 @@ impl Map {
         let _ = unsafe {
             self.raw
                 .unchecked_advise(memmap2::UncheckedAdvice::DontNeed)
+        };
+    }
+
+    /// [`Map::release_resident`] for `[off, off+len)` only (page-aligned
+    /// `off`): a long scan drops what it left behind as it goes.
+    pub fn release_resident_range(&self, off: usize, len: usize) {
+        if len == 0 || !off.is_multiple_of(4096) || off + len > self.raw.len() {
+            return;
+        }
+        // SAFETY: as for `release_resident`: a shared file (or read-only)
+        // mapping, in bounds (checked), so no observable byte changes.
+        let _ = unsafe {
+            self.raw
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, off, len)
         };
     }
 
@@ -180,4 +194,112 @@ pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// What `wait4` says about a reaped child.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildUsage {
+    pub status: i32,
+    /// Peak RSS in bytes (`ru_maxrss`).
+    pub peak_rss: u64,
+    /// User plus system CPU time.
+    pub cpu: std::time::Duration,
+}
+
+/// Reaps child `pid` (blocking, retrying on EINTR) and returns its wait
+/// status, peak RSS and CPU time.
+pub(crate) fn wait_child(pid: u32) -> io::Result<ChildUsage> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `rusage` is plain integers and timevals, for which all-zero
+    // bytes are a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: plain syscall; both pointers are to live locals of the
+        // right types.
+        let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
+        if rc >= 0 {
+            let tv = |t: libc::timeval| {
+                std::time::Duration::from_secs(t.tv_sec.max(0) as u64)
+                    + std::time::Duration::from_micros(t.tv_usec.max(0) as u64)
+            };
+            return Ok(ChildUsage {
+                status,
+                peak_rss: usage.ru_maxrss.max(0) as u64 * 1024,
+                cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+            });
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+const FIEMAP_FLAG_SYNC: u32 = 1;
+const FIEMAP_EXTENT_LAST: u32 = 1;
+const FIEMAP_EXTENT_UNWRITTEN: u32 = 0x800;
+/// Extents asked for per ioctl.
+const FIEMAP_BATCH: usize = 64;
+/// `struct fiemap` (without its trailing extents).
+const FIEMAP_HDR: usize = 32;
+/// `struct fiemap_extent`.
+const FIEMAP_EXTENT: usize = 56;
+
+/// The byte ranges of `[from, to)` of `file` whose blocks hold written data
+/// (FIEMAP after a writeback of dirty pages, `FIEMAP_FLAG_SYNC`): what is
+/// not listed is a hole or an unwritten preallocated extent, which read as
+/// zeros. Fails where the filesystem has no FIEMAP; callers then read.
+pub(crate) fn written_ranges(file: &File, from: u64, to: u64) -> io::Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    let mut start = from;
+    // u64 words keep the buffer aligned for the kernel's u64 fields.
+    let mut buf = vec![0u64; (FIEMAP_HDR + FIEMAP_BATCH * FIEMAP_EXTENT) / 8];
+    while start < to {
+        buf.fill(0);
+        buf[0] = start;
+        buf[1] = to - start;
+        let words = buf.as_mut_ptr();
+        // SAFETY: `buf` is a live, 8-aligned `struct fiemap` followed by
+        // room for `FIEMAP_BATCH` extents; the flags/count fields are the
+        // u32 pair in word 2 and the count in the low half of word 3.
+        let rc = unsafe {
+            let hdr = words as *mut u32;
+            *hdr.add(4) = FIEMAP_FLAG_SYNC;
+            *hdr.add(6) = FIEMAP_BATCH as u32;
+            libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, words)
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let u32_at = |byte: usize| {
+            let w = buf[byte / 8];
+            if byte.is_multiple_of(8) {
+                w as u32
+            } else {
+                (w >> 32) as u32
+            }
+        };
+        let mapped = (u32_at(20) as usize).min(FIEMAP_BATCH);
+        if mapped == 0 {
+            break;
+        }
+        let mut last = false;
+        for i in 0..mapped {
+            let base = FIEMAP_HDR + i * FIEMAP_EXTENT;
+            let logical = buf[base / 8];
+            let length = buf[base / 8 + 2];
+            let flags = u32_at(base + 40);
+            let end = logical.saturating_add(length);
+            if flags & FIEMAP_EXTENT_UNWRITTEN == 0 {
+                out.push((logical.max(from), end.min(to)));
+            }
+            start = end;
+            last |= flags & FIEMAP_EXTENT_LAST != 0;
+        }
+        if last {
+            break;
+        }
+    }
+    Ok(out)
 }

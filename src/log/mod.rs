@@ -29,6 +29,7 @@ pub mod record;
 pub(crate) mod recovery;
 pub mod seal;
 pub mod segment;
+mod tail;
 mod verify;
 mod view;
 
@@ -47,6 +48,7 @@ pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
 
 pub use view::{LogIter, LogView, RecordRef};
 
+pub(crate) use mmap::wait_child;
 pub(crate) use open::list_live;
 
 use crate::error::{Error, Result};
@@ -113,8 +115,30 @@ pub struct LogOptions {
     /// about the disk"): cheaper fdatasync on ext4/xfs at the cost of writing
     /// each segment twice. Default false.
     pub zero_fill: bool,
+    /// Open quickly, for a short-lived process (the one-shot CLI): trust
+    /// sealed segments by their footers' own checksums (no CRC pass over
+    /// their records) and resume the newest segment after the records the
+    /// tail hint (`TAIL`, FORMAT.md) vouches for instead of rescanning it.
+    /// Records vouched for that way are checksummed when a view reads them;
+    /// `verify` checks everything. A torn tail past the hint is still found
+    /// and cut. Default false (every record is checked at open).
+    pub quick_open: bool,
     /// Test hooks.
     pub faults: FaultInjection,
+}
+
+impl LogOptions {
+    /// Options for a process that opens, appends a little and closes: no
+    /// background threads (no flusher, no next segment prepared ahead; the
+    /// close syncs) and a [`quick_open`](LogOptions::quick_open).
+    pub fn short_lived() -> LogOptions {
+        LogOptions {
+            flush_interval: None,
+            prepare_ahead: false,
+            quick_open: true,
+            ..LogOptions::default()
+        }
+    }
 }
 
 impl Default for LogOptions {
@@ -127,6 +151,7 @@ impl Default for LogOptions {
             lock_timeout: None,
             prepare_ahead: true,
             zero_fill: false,
+            quick_open: false,
             faults: FaultInjection::default(),
         }
     }
@@ -191,6 +216,12 @@ struct Writer {
     active: Arc<Segment>,
     write_off: usize,
     next_lsn: Lsn,
+    /// Offset from which the next record start is added to the active
+    /// segment's sparse index (`tail::MARK_EVERY` apart).
+    next_mark: usize,
+    /// Offset of the last record written (valid while the active segment
+    /// holds records).
+    last_record_off: usize,
     prepared: Option<JoinHandle<Result<Prepared>>>,
 }
 
@@ -302,6 +333,8 @@ impl Log {
         let inner = Arc::new(Inner {
             dir: dir.to_path_buf(),
             writer: Mutex::new(Writer {
+                next_mark: (opened.active.end() / tail::MARK_EVERY + 1) * tail::MARK_EVERY,
+                last_record_off: opened.last_record_off,
                 write_off: opened.active.end(),
                 active: opened.active,
                 next_lsn: opened.next_lsn,
@@ -312,7 +345,7 @@ impl Log {
             sealed_end: AtomicU64::new(sealed_end),
             next_segment_id: AtomicU64::new(opened.next_segment_id),
             sync: Mutex::new(SyncState {
-                synced: last,
+                synced: opened.durable_lsn,
                 in_flight: false,
             }),
             sync_cv: Condvar::new(),
@@ -366,6 +399,7 @@ impl Log {
             let lsn = w.next_lsn;
             let off = w.write_off;
             inner.write_record(&w, off, lsn, len, false, fill);
+            inner.mark(&mut w, off, lsn, off);
             inner.publish(&mut w, off + record_size(len), lsn);
             lsn
         };
@@ -389,7 +423,8 @@ impl Log {
         let (first, last) = {
             let mut w = inner.writer_for(total)?;
             let first = w.next_lsn;
-            let mut off = w.write_off;
+            let start = w.write_off;
+            let mut off = start;
             for (i, p) in payloads.iter().enumerate() {
                 let cont = i + 1 < payloads.len();
                 inner.write_record(&w, off, first + i as u64, p.len(), cont, |b| {
@@ -398,6 +433,8 @@ impl Log {
                 off += record_size(p.len());
             }
             let last = first + payloads.len() as u64 - 1;
+            let last_off = off - record_size(payloads[payloads.len() - 1].len());
+            inner.mark(&mut w, start, first, last_off);
             inner.publish(&mut w, off, last);
             (first, last)
         };
@@ -498,11 +535,19 @@ impl Log {
         inner.rotate(&mut w, 0)
     }
 
-    /// Sync and release the lock.
+    /// Sync, leave the tail hint for the next open (see `tail.rs`) and
+    /// release the lock.
     pub fn close(mut self) -> Result<()> {
-        let r = self.sync();
         self.stop_flusher();
-        r
+        self.sync()?;
+        self.inner.store_tail_hint();
+        Ok(())
+    }
+
+    /// Whether this writer runs a background thread (the flusher). Threads
+    /// preparing a next segment exist only while one is being prepared.
+    pub fn has_background_thread(&self) -> bool {
+        self.flusher.is_some() || lock(&self.inner.writer).prepared.is_some()
     }
 
     fn stop_flusher(&mut self) {
@@ -625,6 +670,40 @@ impl Inner {
         map.write(off, &encode_header(len_flags, h.finalize(), lsn));
     }
 
+    /// The tail hint of the active segment, written once everything is
+    /// synced (every byte it vouches for is durable before it exists).
+    fn store_tail_hint(&self) {
+        let w = lock(&self.writer);
+        if self.poison.get().is_some() || lock(&self.sync).synced + 1 < w.next_lsn {
+            return;
+        }
+        let seg = &w.active;
+        let first = seg.hdr.first_lsn;
+        let records = w.next_lsn - first;
+        let last = (records > 0).then(|| (w.next_lsn - 1, w.last_record_off));
+        tail::TailHint {
+            segment_id: seg.hdr.segment_id,
+            first_lsn: first,
+            end: w.write_off,
+            last,
+            records,
+            marks: lock(&seg.marks).clone(),
+        }
+        .store(&self.dir);
+    }
+
+    /// Notes a write starting at `off` with LSN `lsn` whose last record
+    /// starts at `last_off`: the last record for the tail hint, and a mark
+    /// of the sparse index every `MARK_EVERY` bytes (one compare per append).
+    #[inline]
+    fn mark(&self, w: &mut Writer, off: usize, lsn: Lsn, last_off: usize) {
+        w.last_record_off = last_off;
+        if off >= w.next_mark {
+            lock(&w.active.marks).push((lsn, off));
+            w.next_mark = (off / tail::MARK_EVERY + 1) * tail::MARK_EVERY;
+        }
+    }
+
     fn publish(&self, w: &mut Writer, end: usize, last: Lsn) {
         w.write_off = end;
         w.next_lsn = last + 1;
@@ -714,6 +793,7 @@ impl Inner {
         }
         w.active = seg;
         w.write_off = SEG_HDR;
+        w.next_mark = tail::MARK_EVERY;
         self.sealed_end.store(w.next_lsn, Ordering::Release);
         Ok(())
     }

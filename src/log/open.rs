@@ -12,6 +12,7 @@ use super::manifest::{self, Manifest};
 use super::record::REC_HDR;
 use super::seal::SEAL_RESERVE;
 use super::segment::{self, Segment, SEG_HDR};
+use super::tail::{Mark, TailHint};
 use super::{recovery, LogOptions, Lsn, RecoveryMode, RecoveryReport, TailCut};
 use crate::error::{Error, Result};
 
@@ -23,6 +24,10 @@ pub(crate) struct Opened {
     pub next_lsn: Lsn,
     pub next_segment_id: u64,
     pub report: RecoveryReport,
+    /// Offset of the active segment's last record (0: it holds none).
+    pub last_record_off: usize,
+    /// The last LSN known to be on disk.
+    pub durable_lsn: Lsn,
 }
 
 pub(super) fn corrupt(
@@ -66,9 +71,12 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
                 "segment in a generation directory is not marked compacted",
             ));
         }
-        let bytes = s.map.bytes(s.map.len());
-        let sc = recovery::scan_sealed(bytes, &s.hdr, prev_last)
-            .unwrap_or_else(|| recovery::scan(bytes, &s.hdr, prev_last));
+        let sc = s
+            .scan_sealed(prev_last, !opts.quick_open)
+            .unwrap_or_else(|| recovery::scan(s.map.bytes(s.map.len()), &s.hdr, prev_last));
+        if sc.sealed && opts.quick_open {
+            s.unverified_end.store(sc.end, Ordering::Release);
+        }
         if let Some(pr) = sc.problem {
             return Err(corrupt(p, pr.offset, pr.lsn, pr.reason));
         }
@@ -94,12 +102,17 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     // Whether the newest main segment was sealed (a crash between sealing it
     // and installing its successor): then appends go to a new segment.
     let mut newest_sealed = false;
+    // The newest segment's bytes below this were synced before the tail hint
+    // was written (see `tail.rs`): no need to flush them again.
+    let mut newest_durable_below = 0;
+    let mut newest_last_off = 0;
+    let mut hinted_lsn = 0;
     for (i, p) in live.main.iter().enumerate() {
         let newest = i + 1 == n_main;
         let mut s = Segment::open(p, newest)?;
         // Sealed segments are checked by one CRC pass (their footer), not
         // record by record: this is what keeps reopening a long log fast.
-        let fast = recovery::scan_sealed(s.map.bytes(s.map.len()), &s.hdr, expected - 1);
+        let fast = s.scan_sealed(expected - 1, !opts.quick_open);
         if fast.is_none() && newest && (s.map.len() as u64) < opts.segment_size {
             // Trimmed when sealed (crash before the next segment was installed)
             // or cut short: grow it back first; the new bytes are zeros. On a
@@ -137,10 +150,52 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
                 },
             ));
         }
+        // A quick open resumes the newest segment after what the tail hint
+        // vouches for (validated there; the scan goes on past it by the
+        // usual rules). The repair modes judge every byte.
+        let resume = (opts.quick_open
+            && newest
+            && fast.is_none()
+            && opts.recovery == RecoveryMode::TolerateTail)
+            .then(|| TailHint::load(dir))
+            .flatten()
+            .and_then(|h| {
+                let r = h.resume(s.map.bytes(s.map.len()), &s.hdr)?;
+                Some((r, h.marks))
+            });
         let sc = match fast {
-            Some(sc) => sc,
-            None => recovery::scan(s.map.bytes(s.map.len()), &s.hdr, expected - 1),
+            Some(sc) => {
+                if opts.quick_open {
+                    s.unverified_end.store(sc.end, Ordering::Release);
+                }
+                sc
+            }
+            None => {
+                let bytes = s.map.bytes(s.map.len());
+                let zero_from = |b: &[u8], o: usize| s.zero_from(b, o);
+                let sc = recovery::scan_from(
+                    bytes,
+                    &s.hdr,
+                    expected - 1,
+                    resume.as_ref().map(|r| r.0),
+                    &zero_from,
+                );
+                let mut marks: Vec<Mark> = match &resume {
+                    Some((r, hinted)) => {
+                        s.unverified_end.store(r.off, Ordering::Release);
+                        hinted.iter().copied().filter(|m| m.1 < r.off).collect()
+                    }
+                    None => Vec::new(),
+                };
+                marks.extend(sc.marks.iter().copied().filter(|m| m.1 < sc.end));
+                *s.marks.get_mut().unwrap_or_else(|e| e.into_inner()) = marks;
+                sc
+            }
         };
+        let durable_below = resume.as_ref().map_or(0, |r| r.0.off);
+        if let Some((r, _)) = &resume {
+            hinted_lsn = r.next_lsn - 1;
+        }
         newest_sealed = newest && sc.sealed;
         if let Some(mut pr) = sc.problem {
             let tolerates_tail = opts.recovery != RecoveryMode::Absolute;
@@ -170,7 +225,16 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
             report.cut.push(cut_tail(&s, &pr)?);
         }
         s.end.store(sc.end, Ordering::Release);
-        s.synced.store(sc.end, Ordering::Release);
+        // Bytes below the hinted end were synced before the hint was
+        // written; the rest is synced by the first sync (see below).
+        let synced = if durable_below > 0 {
+            durable_below.min(sc.end)
+        } else {
+            sc.end
+        };
+        s.synced.store(synced, Ordering::Release);
+        newest_durable_below = durable_below.min(sc.end);
+        newest_last_off = sc.last_off;
         report.records += sc.records;
         report.first_lsn = report.first_lsn.or(sc.first_lsn);
         if let Some(l) = sc.last_lsn {
@@ -180,7 +244,9 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
         segs.push(s);
     }
     let mut next_segment_id = manifest.next_segment_id.max(max_id + 1).max(1);
-    let active = if n_main == 0 || newest_sealed {
+    let fresh = n_main == 0 || newest_sealed;
+    let mut durable_lsn = expected - 1;
+    let active = if fresh {
         let id = next_segment_id;
         next_segment_id += 1;
         // Sized to the free space on a nearly full disk (`fitting_size`).
@@ -190,8 +256,18 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
     } else {
         let s = segs.pop().expect("newest segment");
         let end = s.end();
-        // Whatever the previous writer left in the page cache becomes durable now.
-        s.map.flush(0, end).map_err(|e| Error::io(&s.path, e))?;
+        if newest_durable_below > 0 {
+            // Resumed from the tail hint: what a crashed writer left past
+            // it in the page cache is synced by this writer's first sync
+            // (its `synced` starts at the hinted end), not with a sync now.
+            if end > newest_durable_below {
+                durable_lsn = hinted_lsn;
+            }
+        } else {
+            // Whatever the previous writer left in the page cache becomes durable now.
+            s.map.flush(0, end).map_err(|e| Error::io(&s.path, e))?;
+            s.synced.store(end, Ordering::Release);
+        }
         s
     };
     let active = Arc::new(active);
@@ -206,6 +282,8 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
         next_lsn: expected,
         next_segment_id,
         report,
+        last_record_off: if fresh { 0 } else { newest_last_off },
+        durable_lsn,
     })
 }
 

@@ -10,6 +10,11 @@
 //! newest segment's tail is being written, so the reader shows only its
 //! whole batches and ignores what lies past them.
 //!
+//! Opened quickly ([`LogReader::open_with`], the CLI's read-only commands),
+//! it trusts sealed segments by their footers and resumes the newest one
+//! after the tail hint, as a quick writer open does (FORMAT.md, "Tail
+//! hint"); the records vouched for that way are checksummed when read.
+//!
 //! `refresh` follows the tail (new records, new segments) and reloads
 //! everything when the MANIFEST names a new generation; files vanishing under
 //! it (compaction deleting them) trigger a reload. Files are never shrunk
@@ -24,6 +29,7 @@ use super::manifest::Manifest;
 use super::open::corrupt;
 use super::recovery::{self, whole_batches_end};
 use super::segment::{self, Segment, SEG_HDR};
+use super::tail::{Resume, TailHint};
 use super::view::LogView;
 use super::{list_live, Lsn, TornTail};
 use crate::error::{Error, Result};
@@ -38,6 +44,8 @@ pub struct LogReader {
     next: Vec<Lsn>,
     /// The newest segment's torn tail, when no writer held the log at open.
     torn: Option<TornTail>,
+    /// Opened quickly (`LogOptions::quick_open`'s rules for readers).
+    quick: bool,
 }
 
 /// A file vanished under a reader (compaction deleted it): start over.
@@ -51,10 +59,20 @@ const OPEN_ATTEMPTS: usize = 20;
 impl LogReader {
     /// Open `dir` read-only (no lock), refusing a damaged log.
     pub fn open(dir: &Path) -> Result<LogReader> {
+        Self::open_with(dir, false)
+    }
+
+    /// [`LogReader::open`]; with `quick`, by the rules of
+    /// `LogOptions::quick_open`: sealed segments are trusted by their
+    /// footers' own checksums, the newest one is read on from the tail hint,
+    /// and the records vouched for that way are checksummed as they are
+    /// read. A short-lived reader then reads a snapshot and the log after
+    /// it, once.
+    pub fn open_with(dir: &Path, quick: bool) -> Result<LogReader> {
         let mut last_err = None;
         for _ in 0..OPEN_ATTEMPTS {
             let generation = Manifest::load(dir)?.generation;
-            match Self::load(dir) {
+            match Self::load(dir, quick) {
                 Ok(r) => return Ok(r),
                 Err(e) if is_not_found(&e) => last_err = Some(e),
                 // A compaction committed while we listed: what looked like a
@@ -66,7 +84,7 @@ impl LogReader {
         Err(last_err.expect("an error"))
     }
 
-    fn load(dir: &Path) -> Result<LogReader> {
+    fn load(dir: &Path, quick: bool) -> Result<LogReader> {
         let writer_live = writer_present(dir);
         let m = Manifest::load(dir)?;
         let live = list_live(dir, &m, None)?;
@@ -76,6 +94,7 @@ impl LogReader {
             segs: Vec::new(),
             next: Vec::new(),
             torn: None,
+            quick,
         };
         let mut prev = 0;
         let n_gen = live.gen.len();
@@ -116,6 +135,9 @@ impl LogReader {
             r.segs.push(s);
             r.next.push(start);
             let i = r.segs.len() - 1;
+            if newest && quick {
+                r.resume_from_hint(i);
+            }
             if newest && writer_live {
                 r.advance(i);
             } else {
@@ -135,8 +157,21 @@ impl LogReader {
     fn check(&mut self, i: usize, prev: Lsn, newest: bool) -> Result<()> {
         let s = self.segs[i].clone();
         let bytes = s.map.bytes(s.map.len());
-        let sc = recovery::scan_sealed(bytes, &s.hdr, prev)
-            .unwrap_or_else(|| recovery::scan(bytes, &s.hdr, prev));
+        let resume = (s.end() > SEG_HDR).then(|| Resume {
+            off: s.end(),
+            next_lsn: self.next[i],
+            records: self.next[i] - s.hdr.first_lsn,
+            last_off: 0,
+        });
+        let sc = match s.scan_sealed(prev, !self.quick) {
+            Some(sc) => {
+                if self.quick {
+                    s.unverified_end.store(sc.end, Ordering::Release);
+                }
+                sc
+            }
+            None => recovery::scan_from(bytes, &s.hdr, prev, resume, &|b, o| s.zero_from(b, o)),
+        };
         if let Some(pr) = sc.problem {
             if !(newest && pr.torn) {
                 // A writer that opened after our probe may be writing this tail.
@@ -168,6 +203,23 @@ impl LogReader {
         Ok(())
     }
 
+    /// Start segment `i` (the newest) after the records the tail hint
+    /// vouches for, when it checks out there (see `tail.rs`); they are
+    /// checksummed when read.
+    fn resume_from_hint(&mut self, i: usize) {
+        let s = &self.segs[i];
+        let Some(hint) = TailHint::load(&self.dir) else {
+            return;
+        };
+        if let Some(r) = hint.resume(s.map.bytes(s.map.len()), &s.hdr) {
+            s.end.store(r.off, Ordering::Release);
+            s.unverified_end.store(r.off, Ordering::Release);
+            *s.marks.lock().unwrap_or_else(|e| e.into_inner()) =
+                hint.marks.into_iter().filter(|m| m.1 < r.off).collect();
+            self.next[i] = r.next_lsn;
+        }
+    }
+
     /// Extend segment `i`'s shown prefix over newly committed whole batches.
     fn advance(&mut self, i: usize) {
         let s = &self.segs[i];
@@ -175,7 +227,11 @@ impl LogReader {
         if s.end() == SEG_HDR {
             // A sealed segment vouches for all its records by its footer:
             // one CRC pass instead of a walk (see `seal.rs`).
-            if let Some(sc) = super::recovery::scan_sealed(bytes, &s.hdr, self.next[i] - 1) {
+            let sealed = s.scan_sealed(self.next[i] - 1, !self.quick);
+            if let Some(sc) = sealed {
+                if self.quick {
+                    s.unverified_end.store(sc.end, Ordering::Release);
+                }
                 s.end.store(sc.end, Ordering::Release);
                 if let Some(last) = sc.last_lsn {
                     self.next[i] = last + 1;
@@ -218,6 +274,12 @@ impl LogReader {
             match Segment::open(&last.path, false) {
                 Ok(s) => {
                     s.end.store(last.end(), Ordering::Release);
+                    s.unverified_end.store(
+                        last.unverified_end.load(Ordering::Acquire),
+                        Ordering::Release,
+                    );
+                    *s.marks.lock().unwrap_or_else(|e| e.into_inner()) =
+                        last.marks.lock().unwrap_or_else(|e| e.into_inner()).clone();
                     self.segs[i] = Arc::new(s);
                 }
                 Err(e) if is_not_found(&e) => {

@@ -13,6 +13,7 @@ use super::record::u64_at;
 use super::record::{all_zero, last_nonzero, parse_at, Parsed, CONT, LEN_MASK, REC_HDR};
 use super::seal::SealFooter;
 use super::segment::{SegHeader, SEG_HDR};
+use super::tail::{Mark, Resume, MARK_EVERY};
 
 /// Something other than zeros after the last whole batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +39,12 @@ pub struct Scan {
     pub problem: Option<Problem>,
     /// The segment ends with a trusted seal footer (it was sealed).
     pub sealed: bool,
+    /// (LSN, offset) of the first record at or after every
+    /// [`MARK_EVERY`] bytes walked (the tail hint's sparse index).
+    pub marks: Vec<Mark>,
+    /// Offset of the last record of the last whole batch (0: none seen, or
+    /// a sealed segment's footer was trusted).
+    pub last_off: usize,
 }
 
 /// The fast path for a sealed segment (`bytes` = the whole trimmed file):
@@ -47,6 +54,12 @@ pub struct Scan {
 /// names whatever is wrong.
 pub fn scan_sealed(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Option<Scan> {
     let f = SealFooter::at_file_end(bytes, hdr.segment_id, hdr.version)?;
+    sealed_scan(f, hdr, prev_lsn)
+}
+
+/// The scan result a trusted seal footer `f` stands for, if its LSNs fit
+/// the segment and follow `prev_lsn`.
+pub fn sealed_scan(f: SealFooter, hdr: &SegHeader, prev_lsn: u64) -> Option<Scan> {
     let fits = if f.records == 0 {
         f.first_lsn == 0 && f.last_lsn == 0
     } else if hdr.compacted() {
@@ -61,13 +74,20 @@ pub fn scan_sealed(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Option<Scan>
         records: f.records,
         problem: None,
         sealed: true,
+        marks: Vec::new(),
+        last_off: 0,
     })
 }
 
 /// After the end-of-data marker at `off`: nothing but zeros, or zeros and a
 /// trusted seal footer that agrees with `off`?
-fn clean_end(bytes: &[u8], off: usize, hdr: &SegHeader) -> Option<bool> {
-    if all_zero(bytes, off) {
+fn clean_end(
+    bytes: &[u8],
+    off: usize,
+    hdr: &SegHeader,
+    zero_from: &dyn Fn(&[u8], usize) -> bool,
+) -> Option<bool> {
+    if zero_from(bytes, off) {
         return Some(false);
     }
     SealFooter::verified_at(bytes, off, hdr.segment_id, hdr.version).map(|_| true)
@@ -135,19 +155,38 @@ pub fn whole_batches_end(bytes: &[u8], hdr: &SegHeader, off: usize, expect: u64)
 /// Scan a segment (`bytes` = the whole mapped file). `prev_lsn` is the last
 /// LSN before this segment (used for compacted segments' ordering).
 pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
+    scan_from(bytes, hdr, prev_lsn, None, &|b, off| all_zero(b, off))
+}
+
+/// [`scan`], resuming after the records a validated tail hint vouches for
+/// (`resume`, main segments only), and asking `zero_from(bytes, off)`
+/// whether everything from `off` on is zero (the writer skips unwritten
+/// extents instead of reading them; see `Segment::zero_from`).
+pub fn scan_from(
+    bytes: &[u8],
+    hdr: &SegHeader,
+    prev_lsn: u64,
+    resume: Option<Resume>,
+    zero_from: &dyn Fn(&[u8], usize) -> bool,
+) -> Scan {
     let id = hdr.segment_id;
     let compacted = hdr.compacted();
-    let mut off = SEG_HDR;
-    let mut expected = hdr.first_lsn;
-    let mut prev = prev_lsn;
+    let resume = resume.filter(|_| !compacted);
+    let mut off = resume.map_or(SEG_HDR, |r| r.off);
+    let mut expected = resume.map_or(hdr.first_lsn, |r| r.next_lsn);
+    let mut prev = expected.saturating_sub(1).max(prev_lsn);
+    let resumed = resume.filter(|r| r.records > 0);
     let mut out = Scan {
-        end: SEG_HDR,
-        first_lsn: None,
-        last_lsn: None,
-        records: 0,
+        end: off,
+        first_lsn: resumed.map(|_| hdr.first_lsn),
+        last_lsn: resumed.map(|r| r.next_lsn - 1),
+        records: resume.map_or(0, |r| r.records),
         problem: None,
         sealed: false,
+        marks: Vec::new(),
+        last_off: resume.map_or(0, |r| r.last_off),
     };
+    let mut next_mark = (off / MARK_EVERY + 1) * MARK_EVERY;
     let mut batch: Option<(usize, u64, u64)> = None; // (offset, first lsn, count)
     let stop: Option<(Option<u64>, &'static str)>;
     loop {
@@ -172,6 +211,10 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
                     stop = Some((Some(lsn), "lsn out of sequence"));
                     break;
                 }
+                if off >= next_mark {
+                    out.marks.push((lsn, off));
+                    next_mark = (off / MARK_EVERY + 1) * MARK_EVERY;
+                }
                 let b = batch.get_or_insert((off, lsn, 0));
                 b.2 += 1;
                 if !cont {
@@ -180,6 +223,7 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
                     out.last_lsn = Some(lsn);
                     out.records += n;
                     out.end = next;
+                    out.last_off = off;
                 }
                 prev = lsn;
                 expected = lsn + 1;
@@ -192,7 +236,7 @@ pub fn scan(bytes: &[u8], hdr: &SegHeader, prev_lsn: u64) -> Scan {
     match stop {
         None => {
             if batch.is_none() {
-                if let Some(sealed) = clean_end(bytes, off, hdr) {
+                if let Some(sealed) = clean_end(bytes, off, hdr, zero_from) {
                     out.sealed = sealed;
                     return out;
                 }
@@ -348,7 +392,7 @@ pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl Fn
                 format!("lsn {lsn} out of sequence (expected {min_next})")
             }
             Parsed::End => {
-                if clean_end(bytes, off, hdr).is_some() {
+                if clean_end(bytes, off, hdr, &|b, o| all_zero(b, o)).is_some() {
                     return;
                 }
                 "nonzero bytes after the end-of-data marker".to_string()

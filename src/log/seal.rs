@@ -155,6 +155,34 @@ impl SealFooter {
             && data_crc(segment_id, &bytes[SEG_HDR..used]) == f.data_crc)
             .then_some(f)
     }
+
+    /// The footer of a sealed file of `len` bytes trusted by its own CRC,
+    /// its placement and the zeros around it (no data CRC), reading only
+    /// those bytes through `read(from, to)` (a short-lived opener reads them
+    /// with `pread`: touching a map would fault in a whole large folio).
+    pub fn footer_only(
+        len: usize,
+        version: u32,
+        read: &mut dyn FnMut(usize, usize) -> Option<Vec<u8>>,
+    ) -> Option<SealFooter> {
+        let pos = len.checked_sub(SEAL_FOOTER)?;
+        let f = SealFooter::decode(&read(pos, len)?)?;
+        let used = usize::try_from(f.used).ok()?;
+        if used % 8 != 0 || used < SEG_HDR || used + REC_HDR > pos {
+            return None;
+        }
+        let mut zero =
+            |a: usize, b: usize| a >= b || read(a, b).is_some_and(|r| r.iter().all(|&x| x == 0));
+        if footer_offset(used) == pos {
+            return zero(used, pos).then_some(f);
+        }
+        if version < FIXED_FOOTER_VERSION {
+            return None;
+        }
+        let marker_end = ((used + REC_HDR + 4095) & !4095).min(pos);
+        let footer_page = (pos & !4095).max(marker_end);
+        (zero(used, marker_end) && zero(footer_page, pos)).then_some(f)
+    }
 }
 
 /// The first segment format version whose footer lies at the end of the

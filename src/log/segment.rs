@@ -10,11 +10,14 @@
 use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use super::mmap::{fallocate, punch_hole, Map};
+use super::mmap::{fallocate, punch_hole, written_ranges, Map};
 use super::seal::{data_crc, footer_offset, SealFooter, FIXED_FOOTER_VERSION, SEAL_FOOTER};
 
-use super::record::u64_at;
+use super::record::{all_zero, u64_at};
+use super::recovery::{self, Scan};
+use super::tail::Mark;
 use crate::error::{Error, Result};
 
 /// Segment header size; records start here.
@@ -158,6 +161,14 @@ pub(crate) struct Segment {
     pub end: AtomicUsize,
     /// Bytes of this segment known to be on disk.
     pub synced: AtomicUsize,
+    /// Records below this offset were vouched for by a seal footer or the
+    /// tail hint, not checksummed one by one: a view checks each one it
+    /// reads there (0: every published record was checked).
+    pub unverified_end: AtomicUsize,
+    /// Sparse (LSN, offset) index of record starts (see `tail.rs`), so a
+    /// view starting mid-segment skips most of it. Advice: each mark is
+    /// checked where it is used.
+    pub marks: Mutex<Vec<Mark>>,
 }
 
 impl Segment {
@@ -193,7 +204,15 @@ impl Segment {
             Map::map_ro(&file, len)
         }
         .map_err(|e| Error::io(path, e))?;
-        let hdr = SegHeader::decode(map.bytes(SEG_HDR)).map_err(corrupt)?;
+        // Read with pread, not through the map: touching a map faults in a
+        // whole (possibly large) folio, and an opener touches every segment.
+        let mut head = [0u8; SEG_HDR];
+        {
+            use std::os::unix::fs::FileExt;
+            file.read_exact_at(&mut head, 0)
+                .map_err(|e| Error::io(path, e))?;
+        }
+        let hdr = SegHeader::decode(&head).map_err(corrupt)?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if parse_file_name(name) != Some(hdr.first_lsn) {
             return Err(corrupt("file name does not match the header's first LSN"));
@@ -205,7 +224,50 @@ impl Segment {
             map,
             end: AtomicUsize::new(SEG_HDR),
             synced: AtomicUsize::new(0),
+            unverified_end: AtomicUsize::new(0),
+            marks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The scan result this segment's seal footer stands for, if it is
+    /// sealed (see `seal.rs`). With `check_data` the data CRC is checked
+    /// over the map; without, only the footer and the zeros around it are
+    /// read, with `pread` (RSS stays flat in the number of segments).
+    pub fn scan_sealed(&self, prev_lsn: u64, check_data: bool) -> Option<Scan> {
+        if check_data {
+            return recovery::scan_sealed(self.map.bytes(self.map.len()), &self.hdr, prev_lsn);
+        }
+        use std::os::unix::fs::FileExt;
+        let f = SealFooter::footer_only(self.map.len(), self.hdr.version, &mut |a, b| {
+            let mut buf = vec![0u8; b.checked_sub(a)?];
+            self.file.read_exact_at(&mut buf, a as u64).ok()?;
+            Some(buf)
+        })?;
+        recovery::sealed_scan(f, &self.hdr, prev_lsn)
+    }
+
+    /// Whether every byte of the map from `off` on is zero, reading only
+    /// the file's written extents (see `mmap::written_ranges`): holes and
+    /// unwritten preallocated extents read as zeros, so the unused rest of a
+    /// preallocated segment is not faulted in page by page. (`SEEK_DATA`
+    /// cannot tell: ext4 reports unwritten extents as data once the file was
+    /// written through a map.) Where the filesystem has no FIEMAP, every
+    /// byte is read.
+    pub fn zero_from(&self, bytes: &[u8], off: usize) -> bool {
+        let len = bytes.len();
+        let page_end = ((off + 4095) & !4095).min(len);
+        if off < page_end && !all_zero(&bytes[..page_end], off) {
+            return false;
+        }
+        if page_end >= len {
+            return true;
+        }
+        match written_ranges(&self.file, page_end as u64, len as u64) {
+            Ok(ranges) => ranges
+                .iter()
+                .all(|&(a, b)| all_zero(&bytes[..(b as usize).min(len)], a as usize)),
+            Err(_) => all_zero(bytes, page_end),
+        }
     }
 
     /// Remap after the file grew (writer reopening a trimmed newest segment).
@@ -391,6 +453,8 @@ impl Prepared {
             map: self.map,
             end: AtomicUsize::new(SEG_HDR),
             synced: AtomicUsize::new(SEG_HDR),
+            unverified_end: AtomicUsize::new(0),
+            marks: Mutex::new(Vec::new()),
         })
     }
 

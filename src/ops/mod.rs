@@ -107,11 +107,12 @@ pub fn require_store(dir: &Path) -> Result<()> {
     }
 }
 
-/// Opens the store in `dir` for writing (taking the writer lock); the
-/// store resumes from its newest trusted snapshot. `create` allows a new
-/// store.
+/// Opens the store in `dir` for writing (taking the writer lock) for one
+/// command ([`StoreOptions::short_lived`]: no background threads, a quick
+/// open, a snapshot on close only when due); the store resumes from its
+/// newest trusted snapshot. `create` allows a new store.
 pub fn open_store(dir: &Path, create: bool) -> Result<Store> {
-    open_store_with(dir, create, StoreOptions::default())
+    open_store_with(dir, create, StoreOptions::short_lived())
 }
 
 /// [`open_store`] with explicit store options (e.g. a lock timeout).
@@ -132,7 +133,7 @@ fn read_only(dir: &Path) -> Result<ReadOnlyStore> {
     require_store(dir)?;
     let opts = StoreOptions {
         max_messages: crate::store::config::max_messages(dir)?,
-        ..StoreOptions::default()
+        ..StoreOptions::short_lived()
     };
     ReadOnlyStore::open(dir, &opts).map_err(|e| match e {
         crate::Error::Corrupt {
@@ -226,7 +227,7 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
 pub fn current(dir: &Path, progress: &mut dyn Progress) -> Result<(State, Lsn)> {
     let r = read_only(dir)?;
     progress.start(r.log().last_lsn().unwrap_or(0));
-    let read = r.state()?;
+    let read = r.state_with(&mut |lsn| progress.advance(lsn))?;
     progress.finish();
     Ok((read.state, read.lsn))
 }

@@ -1,6 +1,7 @@
 //! Checkpoints of the [`Store`]: which snapshot `open` may resume from,
 //! taking snapshots (every N events or T seconds on a background thread, on
-//! clean close, on demand), and the export that rides along with each.
+//! clean close, on demand; a store without the thread checks the same
+//! triggers on close), and the export that rides along with each.
 //!
 //! Invariants:
 //! - A snapshot never covers a record that is not durable: the log is synced
@@ -213,8 +214,23 @@ pub(crate) fn fold_tail(
     state: &mut State,
     after: Lsn,
 ) -> Result<(Lsn, u64), ScanError> {
+    fold_tail_with(view, state, after, &mut |_| {})
+}
+
+/// Records folded between two calls of a fold's progress callback.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// [`fold_tail`], calling `progress` with the base LSN first, then with the
+/// LSN reached every [`PROGRESS_EVERY`] records.
+pub(crate) fn fold_tail_with(
+    view: &LogView,
+    state: &mut State,
+    after: Lsn,
+    progress: &mut dyn FnMut(Lsn),
+) -> Result<(Lsn, u64), ScanError> {
     let mut last = after;
     let mut n = 0u64;
+    progress(after);
     for rec in view.iter_from(after + 1) {
         let rec = rec?;
         state
@@ -225,6 +241,9 @@ pub(crate) fn fold_tail(
             })?;
         last = rec.lsn;
         n += 1;
+        if n.is_multiple_of(PROGRESS_EVERY) {
+            progress(last);
+        }
     }
     Ok((last, n))
 }
@@ -298,10 +317,11 @@ pub(super) fn nudge(core: &Core) {
     core.snap.cv.notify_one();
 }
 
-/// Starts the snapshot thread when a count or time trigger is configured.
+/// Starts the snapshot thread when a count or time trigger is configured
+/// and the store runs one ([`super::StoreOptions::snapshot_thread`]).
 pub(super) fn start(core: &std::sync::Arc<Core>) -> Option<JoinHandle<()>> {
     let opts = &core.opts;
-    if opts.snapshot_every_events == 0 && opts.snapshot_every_secs == 0 {
+    if !opts.snapshot_thread || (opts.snapshot_every_events == 0 && opts.snapshot_every_secs == 0) {
         return None;
     }
     let (applied, agents) = applied_and_agents(core);
@@ -374,6 +394,42 @@ pub(super) fn stop(core: &Core, handle: Option<JoinHandle<()>>) {
 /// Snapshots when something was applied since the last snapshot.
 pub(super) fn snapshot_if_new(core: &Core) -> StoreResult<Option<SnapshotInfo>> {
     take(core)
+}
+
+/// Snapshots when a trigger is due (a store without the thread, on close):
+/// the events since the last snapshot reach the count trigger (armed as the
+/// thread arms it), or the time trigger is set and the last snapshot file
+/// is at least that old, or there is none yet.
+pub(super) fn snapshot_if_due(core: &Core) -> StoreResult<Option<SnapshotInfo>> {
+    let opts = &core.opts;
+    let (applied, agents) = applied_and_agents(core);
+    let last = *core.snap.last();
+    if last == Some(applied) || (last.is_none() && applied == 0) {
+        return Ok(None);
+    }
+    let by_count = opts.snapshot_every_events > 0 && {
+        let every = opts
+            .snapshot_every_events
+            .max(SNAPSHOT_EVENTS_PER_AGENT.saturating_mul(agents as u64));
+        applied.saturating_sub(last.unwrap_or(0)) >= every
+    };
+    let by_time = opts.snapshot_every_secs > 0
+        && match (last, &core.report.snapshot) {
+            (None, _) => true,
+            // The snapshot resumed from: its file's age.
+            (Some(lsn), Some(info)) if info.lsn == lsn => std::fs::metadata(&info.path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_none_or(|age| age >= Duration::from_secs(opts.snapshot_every_secs)),
+            // Taken by this process just now.
+            (Some(_), _) => false,
+        };
+    if by_count || by_time {
+        take(core)
+    } else {
+        Ok(None)
+    }
 }
 
 /// Takes a snapshot (and the export configured with it) unless the state is

@@ -9,7 +9,7 @@
 //! (`checkpoint::trusted_snapshot`). Reading costs one snapshot load and one
 //! pass over the log after it.
 
-use super::checkpoint::{fold_tail, trusted_snapshot, TrustRule};
+use super::checkpoint::{fold_tail_with, trusted_snapshot, TrustRule};
 use super::{SkippedSnapshot, StoreOptions};
 use crate::layout::StoreLayout;
 use crate::log::{LogReader, LogView, Lsn, TornTail};
@@ -42,7 +42,7 @@ impl ReadOnlyStore {
     /// the segment, offset and expected LSN.
     pub fn open(dir: &Path, opts: &StoreOptions) -> crate::Result<ReadOnlyStore> {
         let layout = StoreLayout::new(dir);
-        let log = LogReader::open(&layout.log())?;
+        let log = LogReader::open_with(&layout.log(), opts.log.quick_open)?;
         Ok(ReadOnlyStore {
             layout,
             log,
@@ -78,6 +78,12 @@ impl ReadOnlyStore {
     /// The current registry: the newest trusted snapshot at or below the
     /// log's last LSN, plus the records after it.
     pub fn state(&self) -> Result<ReadState, ScanError> {
+        self.state_with(&mut |_| {})
+    }
+
+    /// [`ReadOnlyStore::state`], reporting the fold's progress: the LSN it
+    /// starts after, then the LSN reached now and then.
+    pub fn state_with(&self, progress: &mut dyn FnMut(Lsn)) -> Result<ReadState, ScanError> {
         let rule = TrustRule {
             last_lsn: self.log.last_lsn().unwrap_or(0),
             generation: self.log.generation(),
@@ -89,7 +95,7 @@ impl ReadOnlyStore {
             Some(b) => (b.state, b.lsn),
             None => (State::new(self.max_messages), 0),
         };
-        let (lsn, _) = fold_tail(&self.log.view(), &mut state, after)?;
+        let (lsn, _) = fold_tail_with(&self.log.view(), &mut state, after, progress)?;
         Ok(ReadState {
             state,
             lsn,
