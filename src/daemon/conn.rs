@@ -176,6 +176,11 @@ async fn answer(
         let msg = shared.access.refusal(peer, &method);
         return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
     }
+    if method == "read" && params.contains_key("wait") {
+        let out = super::watch::read_when_mail(shared, peer, params).await;
+        shared.committed.notify_waiters();
+        return out;
+    }
     if method == "heartbeat" {
         if let Some(hb) = FastHeartbeat::parse(&params) {
             let out = hb.run(shared, peer).await;
@@ -209,6 +214,7 @@ fn hello(shared: &Shared, peer: &Peer) -> Value {
         "writer": shared.access.may_write(peer),
         "connections": shared.connections.load(Ordering::Relaxed),
         "watchers_lagged": shared.lagged.load(Ordering::Relaxed),
+        "reads_waiting": shared.waiting_reads.load(Ordering::Relaxed),
     })
 }
 

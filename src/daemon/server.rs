@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub connections: AtomicUsize,
     /// Watchers that got `lagged` so far (reported by `hello`).
     pub lagged: AtomicUsize,
+    /// Waiting reads blocked now (reported by `hello`).
+    pub waiting_reads: AtomicUsize,
 }
 
 /// Decrements the connection count when a connection task ends.
@@ -134,6 +136,7 @@ async fn run(
         shutdown,
         connections: AtomicUsize::new(0),
         lagged: AtomicUsize::new(0),
+        waiting_reads: AtomicUsize::new(0),
     });
     let duties = start_duties(&shared);
     ready(path);
