@@ -7,7 +7,7 @@
 mod cli_support;
 
 use agentlog::registry::sweep::parse_start_time;
-use cli_support::{bin, Env};
+use cli_support::{bin, direct_only, Env};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
@@ -102,6 +102,9 @@ fn a_limit_pages_by_count() {
 #[test]
 fn a_wait_is_woken_by_a_post_from_another_process() {
     let env = fleet();
+    // The direct wait (its debug line says when it blocks); the daemon's is
+    // tests/daemon_watch.rs.
+    direct_only(&env.dir);
     let now = at("12:05:00");
     let mut waiter = bin()
         .arg("--dir")

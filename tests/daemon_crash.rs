@@ -226,7 +226,14 @@ fn every_acknowledged_command_survives_thirty_kills_of_the_daemon() {
     let started = Instant::now();
     let store = Store::new();
     for n in 0..CLIENTS {
-        store.ok(&["register", &format!("w{n}"), "--provider", "claude", "--cwd", "/w"]);
+        store.ok(&[
+            "register",
+            &format!("w{n}"),
+            "--provider",
+            "claude",
+            "--cwd",
+            "/w",
+        ]);
     }
     let fleet = Arc::new(Fleet::default());
     let clients: Vec<_> = (0..CLIENTS)
@@ -272,7 +279,10 @@ fn every_acknowledged_command_survives_thirty_kills_of_the_daemon() {
     let failures = fleet.failures.lock().unwrap();
     // A command fails only when the kill cut its connection.
     for f in failures.iter() {
-        assert!(f.contains("daemon"), "a failure the kill does not explain: {f}");
+        assert!(
+            f.contains("daemon"),
+            "a failure the kill does not explain: {f}"
+        );
     }
     eprintln!(
         "{KILLS} kills: {acked} commands acknowledged, {} cut by a kill, {:.1} s",

@@ -291,28 +291,41 @@ fn a_waiting_read_through_the_daemon_times_out_exactly_as_the_direct_one() {
 fn of_two_waiting_reads_one_gets_the_mail_and_the_other_waits_on() {
     let s = mailboxes();
     let d = Daemon::start(&s.dir, &[]);
-    let read = |wait: f64| json!({"id": 1, "method": "read", "params": {"name": "b", "wait": wait, "at": NOW}});
+    let read = |wait: f64| json!({"id": 1, "method": "read", "params": {"name": "b", "wait": wait, "at": NOW, "clock": NOW}});
     let mut first = Conn::connect(&s.dir);
     let mut second = Conn::connect(&s.dir);
     first.send(&read(1.5));
     second.send(&read(1.5));
-    eventually("both reads to wait", || (reads_waiting(&s.dir) == 2).then_some(()));
+    eventually("both reads to wait", || {
+        (reads_waiting(&s.dir) == 2).then_some(())
+    });
     let mut poster = Conn::connect(&s.dir);
-    let posted = poster.call(json!({"id": 2, "method": "post", "params": {"from": "a", "to": "b", "text": "only one", "at": NOW}}));
+    let posted = poster.call(json!({"id": 2, "method": "post", "params": {"from": "a", "to": "b", "text": "only one", "at": NOW, "clock": NOW}}));
     let id = posted["result"]["id"].clone();
     assert!(id.is_u64(), "{posted}");
     let (r1, r2) = (first.recv().unwrap(), second.recv().unwrap());
     let mut got: Vec<_> = [&r1, &r2]
         .iter()
-        .map(|r| (r["result"]["timed_out"].clone(), r["result"]["messages"].clone()))
+        .map(|r| {
+            (
+                r["result"]["timed_out"].clone(),
+                r["result"]["messages"].clone(),
+            )
+        })
         .collect();
     got.sort_by_key(|(t, _)| t.to_string());
     assert_eq!(got[0].0, json!(false), "{r1} {r2}");
     assert_eq!(got[0].1[0]["id"], id);
-    assert_eq!(got[1], (json!(true), json!([])), "the other timed out empty");
+    assert_eq!(
+        got[1],
+        (json!(true), json!([])),
+        "the other timed out empty"
+    );
     // A shutdown ends a wait at once, with a reason.
     first.send(&read(120.0));
-    eventually("the read to wait", || (reads_waiting(&s.dir) == 1).then_some(()));
+    eventually("the read to wait", || {
+        (reads_waiting(&s.dir) == 1).then_some(())
+    });
     let started = Instant::now();
     let (status, err) = d.stop();
     assert!(status.success(), "{err}");

@@ -55,7 +55,11 @@ pub fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode>
             let time_left = deadline.is_some_and(|d| Instant::now() < d);
             if page.messages.is_empty() && time_left {
                 // Another reader took the mail first: wait again.
-                return if served { Err(MailTaken.into()) } else { Ok(false) };
+                return if served {
+                    Err(MailTaken.into())
+                } else {
+                    Ok(false)
+                };
             }
             let dropped = s.with_state(|st, _| {
                 st.drops_for(&a.name)

@@ -99,9 +99,10 @@ fn report(e: &anyhow::Error) -> ExitCode {
 /// an error. A broken pipe to the daemon is one: the daemon died before it
 /// read the request, so nothing was done.
 fn is_closed_stdout(e: &anyhow::Error) -> bool {
-    let daemon = e
-        .chain()
-        .any(|c| c.downcast_ref::<agentlog::daemon::client::ClientError>().is_some());
+    let daemon = e.chain().any(|c| {
+        c.downcast_ref::<agentlog::daemon::client::ClientError>()
+            .is_some()
+    });
     !daemon
         && e.chain().any(|c| {
             c.downcast_ref::<std::io::Error>()

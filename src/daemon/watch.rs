@@ -25,8 +25,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::time::Instant;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// How long a full buffer is tolerated before the watcher is dropped.
 pub const LAG_GRACE: Duration = Duration::from_millis(500);
