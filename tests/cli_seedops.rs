@@ -100,6 +100,44 @@ fn a_limit_pages_by_count() {
 }
 
 #[test]
+fn a_paged_read_tells_of_messages_the_cap_dropped_as_the_plain_read_does() {
+    let env = Env::new();
+    env.ok(&["init", "--max-messages", "2"]);
+    for name in ["a", "b"] {
+        env.ok(&[
+            "register",
+            name,
+            "--provider",
+            "claude",
+            "--cwd",
+            "/w",
+            "--at",
+            T0,
+        ]);
+    }
+    for (i, text) in ["one", "two", "three"].iter().enumerate() {
+        post(&env, "a", "b", text, &format!("12:00:0{}", i + 1));
+    }
+    let note = "note: 1 message(s) to `b` or to all were dropped by the message cap: 1 from `a`";
+    let plain = env.ok(&["read", "b", "--at", &at("12:01:00")]);
+    assert!(plain.starts_with(note), "{plain}");
+    // The drop stays told after the mail is read, on every kind of read.
+    for paged in [["--limit", "1"], ["--budget", "1"]] {
+        let mut args = vec!["read", "b"];
+        args.extend(paged);
+        let t = at("12:01:00");
+        args.extend(["--at", &t]);
+        let text = env.ok(&args);
+        assert!(text.starts_with(note), "{paged:?}: {text}");
+        let v = env.json(&args);
+        assert_eq!(v["dropped"], serde_json::json!([{"from": "a", "count": 1}]));
+    }
+    let waited = env.json(&["read", "b", "--wait", "0.01", "--at", &at("12:01:00")]);
+    assert_eq!(waited["dropped"][0]["count"], 1, "{waited}");
+    assert_eq!(waited["timed_out"], true);
+}
+
+#[test]
 fn a_wait_is_woken_by_a_post_from_another_process() {
     let env = fleet();
     // The direct wait (its debug line says when it blocks); the daemon's is
