@@ -271,8 +271,8 @@ async fn produce(
 }
 
 /// What a waiting `read` waits for: unread mail of `agent` (in
-/// `project_root`) at `at` (the request's `at`, else its `clock`, else the
-/// clock at each check), for `wait`.
+/// `project_root`) at `at` (else the clock at each check, as the read
+/// itself judges it), for `wait`.
 #[derive(Debug)]
 struct MailWait {
     agent: String,
@@ -295,7 +295,7 @@ impl MailWait {
             Value::String(s) => s.parse().ok()?,
             _ => return None,
         };
-        let at = match text("at")?.or(text("clock")?) {
+        let at = match text("at")? {
             Some(t) => Some(Timestamp::parse_rfc3339(t).ok()?),
             None => None,
         };
@@ -323,8 +323,8 @@ impl MailWait {
 /// commit it checks the served state for unread mail; once there is some,
 /// or the time is up, it runs the read with `wait` set to the time left (0:
 /// timed out). A read that finds the mail already taken by another reader
-/// waits again. Nothing polls and no thread is held while waiting; a
-/// shutdown ends the wait with `shutting_down`.
+/// waits for the next commit. Nothing polls and no thread is held while
+/// waiting; a shutdown ends the wait with `shutting_down`.
 pub(crate) async fn read_when_mail(
     shared: &Arc<Shared>,
     peer: &Peer,
@@ -346,7 +346,9 @@ pub(crate) async fn read_when_mail(
             counted = None;
             params.insert("wait".into(), json!(left.as_secs_f64()));
             match call_blocking(shared, peer, "read", params.clone()).await {
-                Err(e) if e.code == code::MAIL_TAKEN => continue,
+                // Waits for the next commit (registered above, so none is
+                // missed), never spinning on a check that disagrees.
+                Err(e) if e.code == code::MAIL_TAKEN => {}
                 out => return out,
             }
         }
