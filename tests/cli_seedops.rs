@@ -19,8 +19,13 @@ fn at(hms: &str) -> String {
 
 /// `a` and `b` (claude, project /p) and `c` (codex, project /q).
 fn fleet() -> Env {
+    fleet_after(&["init"])
+}
+
+/// [`fleet`] in a store made by `init`.
+fn fleet_after(init: &[&str]) -> Env {
     let env = Env::new();
-    env.ok(&["init"]);
+    env.ok(init);
     for (name, provider, project) in [
         ("a", "claude", "/p"),
         ("b", "claude", "/p/"),
@@ -101,20 +106,7 @@ fn a_limit_pages_by_count() {
 
 #[test]
 fn a_paged_read_tells_of_messages_the_cap_dropped_as_the_plain_read_does() {
-    let env = Env::new();
-    env.ok(&["init", "--max-messages", "2"]);
-    for name in ["a", "b"] {
-        env.ok(&[
-            "register",
-            name,
-            "--provider",
-            "claude",
-            "--cwd",
-            "/w",
-            "--at",
-            T0,
-        ]);
-    }
+    let env = fleet_after(&["init", "--max-messages", "2"]);
     for (i, text) in ["one", "two", "three"].iter().enumerate() {
         post(&env, "a", "b", text, &format!("12:00:0{}", i + 1));
     }
