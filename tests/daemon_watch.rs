@@ -333,3 +333,28 @@ fn of_two_waiting_reads_one_gets_the_mail_and_the_other_waits_on() {
     let r = first.recv().unwrap();
     assert_eq!(r["error"]["code"], "shutting_down", "{r}");
 }
+
+#[test]
+fn a_waiting_read_whose_client_left_marks_nothing_read() {
+    let s = mailboxes();
+    let _d = Daemon::start(&s.dir, &[]);
+    let mut control = Conn::connect(&s.dir);
+    let mut gone = Conn::connect(&s.dir);
+    gone.send(&json!({"id": 1, "method": "read", "params": {"name": "b", "wait": 60, "at": NOW, "clock": NOW}}));
+    eventually("the read to wait", || {
+        (reads_waiting(&s.dir) == 1).then_some(())
+    });
+    drop(gone); // as a Ctrl-C'd `read --wait` does
+    let posted = control.call(json!({"id": 2, "method": "post", "params": {"from": "a", "to": "b", "text": "keep me", "at": NOW, "clock": NOW}}));
+    // The woken read ends and its connection with it.
+    eventually("the left client's connection to end", || {
+        let h = control.call(json!({"method": "hello"}));
+        (h["result"]["connections"] == json!(1)).then_some(())
+    });
+    let page = control
+        .call(json!({"id": 3, "method": "read", "params": {"name": "b", "at": NOW, "clock": NOW}}));
+    assert_eq!(
+        page["result"]["messages"][0]["id"], posted["result"]["id"],
+        "the mail stayed unread: {page}"
+    );
+}

@@ -145,7 +145,8 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             }
             return super::watch::run(wr, req, shared, peer).await;
         }
-        let doc = match answer(&shared, &peer, req.method, req.params).await {
+        let sock = wr.get_ref().as_ref();
+        let doc = match answer(&shared, &peer, req.method, req.params, sock).await {
             Ok((result, 0)) => json!({"id": req.id, "result": result}),
             Ok((result, exit)) => json!({"id": req.id, "result": result, "exit": exit}),
             Err(e) => error_doc(req.id, &e),
@@ -162,6 +163,7 @@ async fn answer(
     peer: &Peer,
     method: String,
     params: Map<String, Value>,
+    sock: &UnixStream,
 ) -> super::Outcome {
     if method == "hello" {
         return Ok((hello(shared, peer), 0));
@@ -177,7 +179,7 @@ async fn answer(
         return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
     }
     if method == "read" && params.contains_key("wait") {
-        let out = super::watch::read_when_mail(shared, peer, params).await;
+        let out = super::watch::read_when_mail(shared, peer, params, sock).await;
         shared.committed.notify_waiters();
         return out;
     }

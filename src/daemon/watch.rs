@@ -25,6 +25,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -324,11 +325,14 @@ impl MailWait {
 /// or the time is up, it runs the read with `wait` set to the time left (0:
 /// timed out). A read that finds the mail already taken by another reader
 /// waits for the next commit. Nothing polls and no thread is held while
-/// waiting; a shutdown ends the wait with `shutting_down`.
+/// waiting; a shutdown ends the wait with `shutting_down`. A client that
+/// closed its connection meanwhile gets nothing read for it: the mail it
+/// gave up on stays unread.
 pub(crate) async fn read_when_mail(
     shared: &Arc<Shared>,
     peer: &Peer,
     mut params: Map<String, Value>,
+    sock: &UnixStream,
 ) -> Outcome {
     let Some(wait) = MailWait::parse(&params) else {
         return call_blocking(shared, peer, "read", params).await;
@@ -344,6 +348,10 @@ pub(crate) async fn read_when_mail(
         let left = deadline.saturating_duration_since(Instant::now());
         if wait.has_mail(&shared.store) != Some(false) || left.is_zero() {
             counted = None;
+            if peer_closed(sock) {
+                let msg = "the client closed the connection during its wait: nothing was read";
+                return Err(ErrorReply::new(code::FAILED, msg, 1));
+            }
             params.insert("wait".into(), json!(left.as_secs_f64()));
             match call_blocking(shared, peer, "read", params.clone()).await {
                 // Waits for the next commit (registered above, so none is
@@ -362,6 +370,20 @@ pub(crate) async fn read_when_mail(
             }
         }
     }
+}
+
+/// Whether the client closed its end of `sock` entirely (a half-close,
+/// shutting only its writing side, still gets its answer): one `poll`
+/// without waiting, asked once per wake-up.
+fn peer_closed(sock: &UnixStream) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(sock, PollFlags::empty())];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
 }
 
 /// Counts a read in `hello`'s `reads_waiting` while it is blocked.
