@@ -8,14 +8,20 @@
 //! figure is bounded by the idle poll interval (1 ms doubling to 8 ms), so
 //! it is measured both at once and after the waiter idled for 50 ms.
 //!
+//! Through a daemon (`agentlog serve`), a `read` with `wait` rides on the
+//! daemon's commit signal instead; that wake is measured too.
+//!
 //! Run: `cargo bench --bench wake`.
 
+use agentlog::daemon::client::Client;
 use agentlog::log::Durability;
 use agentlog::ops::inbox::{wait_for_unread, Waited};
 use agentlog::registry::{PostMessage, Registration};
 use agentlog::store::{Store, StoreOptions};
 use agentlog::time::Timestamp;
 use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::json;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -83,5 +89,108 @@ fn wake(c: &mut Criterion) {
     drop(store);
 }
 
-criterion_group!(benches, wake);
+/// `agentlog serve` on a store of its own, killed when dropped.
+struct Served {
+    _tmp: tempfile::TempDir,
+    dir: std::path::PathBuf,
+    daemon: std::process::Child,
+}
+
+impl Served {
+    fn start(at: &str) -> Served {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("store");
+        let cli = |args: &[&str]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_agentlog"))
+                .arg("--dir")
+                .arg(&dir)
+                .args(args)
+                .env_remove("AGENTLOG_DIR")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        };
+        cli(&["init"]);
+        for name in ["a", "b"] {
+            cli(&[
+                "register",
+                name,
+                "--provider",
+                "claude",
+                "--cwd",
+                "/w",
+                "--at",
+                at,
+            ]);
+        }
+        let daemon = Command::new(env!("CARGO_BIN_EXE_agentlog"))
+            .arg("--dir")
+            .arg(&dir)
+            .args(["serve", "--sweep-every", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let served = Served {
+            _tmp: tmp,
+            dir,
+            daemon,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Client::connect(&served.dir).is_err() {
+            assert!(Instant::now() < deadline, "the daemon did not answer");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        served
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+/// Through a daemon the waiter is a protocol client whose `read` with
+/// `wait` the daemon holds on its commit signal (no polling, so no idle
+/// variant): from the post's answer to the waiter's answer, which includes
+/// the read itself (the page and its durable read receipt).
+fn wake_through_daemon(c: &mut Criterion) {
+    let at = T0.add_secs(60).to_string();
+    let served = Served::start(&T0.to_string());
+    let mut control = Client::connect(&served.dir).unwrap();
+    let mut g = c.benchmark_group("read_wait");
+    g.sample_size(30);
+    g.measurement_time(Duration::from_secs(10));
+    g.bench_function("wake_after_post_through_daemon", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let (dir, at_w) = (served.dir.clone(), at.clone());
+                let waiter = std::thread::spawn(move || {
+                    let mut c = Client::connect(&dir).unwrap();
+                    let page = c
+                        .call("read", json!({"name": "b", "wait": 30, "at": at_w}))
+                        .unwrap();
+                    (page.result, Instant::now())
+                });
+                // Post once the daemon holds the read waiting.
+                while control.call("hello", json!({})).unwrap().result["reads_waiting"] != 1 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                let post = json!({"from": "a", "to": "b", "text": "wake", "at": at});
+                control.call("post", post).unwrap();
+                let posted = Instant::now();
+                let (page, woke) = waiter.join().unwrap();
+                assert_eq!(page["messages"].as_array().map(Vec::len), Some(1), "{page}");
+                total += woke.saturating_duration_since(posted);
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, wake, wake_through_daemon);
 criterion_main!(benches);

@@ -7,7 +7,7 @@
 mod cli_support;
 
 use agentlog::registry::sweep::parse_start_time;
-use cli_support::{bin, Env};
+use cli_support::{bin, direct_only, Env};
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
@@ -19,8 +19,13 @@ fn at(hms: &str) -> String {
 
 /// `a` and `b` (claude, project /p) and `c` (codex, project /q).
 fn fleet() -> Env {
+    fleet_after(&["init"])
+}
+
+/// [`fleet`] in a store made by `init`.
+fn fleet_after(init: &[&str]) -> Env {
     let env = Env::new();
-    env.ok(&["init"]);
+    env.ok(init);
     for (name, provider, project) in [
         ("a", "claude", "/p"),
         ("b", "claude", "/p/"),
@@ -100,8 +105,36 @@ fn a_limit_pages_by_count() {
 }
 
 #[test]
+fn a_paged_read_tells_of_messages_the_cap_dropped_as_the_plain_read_does() {
+    let env = fleet_after(&["init", "--max-messages", "2"]);
+    for (i, text) in ["one", "two", "three"].iter().enumerate() {
+        post(&env, "a", "b", text, &format!("12:00:0{}", i + 1));
+    }
+    let note = "note: 1 message(s) to `b` or to all were dropped by the message cap: 1 from `a`";
+    let plain = env.ok(&["read", "b", "--at", &at("12:01:00")]);
+    assert!(plain.starts_with(note), "{plain}");
+    // The drop stays told after the mail is read, on every kind of read.
+    for paged in [["--limit", "1"], ["--budget", "1"]] {
+        let mut args = vec!["read", "b"];
+        args.extend(paged);
+        let t = at("12:01:00");
+        args.extend(["--at", &t]);
+        let text = env.ok(&args);
+        assert!(text.starts_with(note), "{paged:?}: {text}");
+        let v = env.json(&args);
+        assert_eq!(v["dropped"], serde_json::json!([{"from": "a", "count": 1}]));
+    }
+    let waited = env.json(&["read", "b", "--wait", "0.01", "--at", &at("12:01:00")]);
+    assert_eq!(waited["dropped"][0]["count"], 1, "{waited}");
+    assert_eq!(waited["timed_out"], true);
+}
+
+#[test]
 fn a_wait_is_woken_by_a_post_from_another_process() {
     let env = fleet();
+    // The direct wait (its debug line says when it blocks); the daemon's is
+    // tests/daemon_watch.rs.
+    direct_only(&env.dir);
     let now = at("12:05:00");
     let mut waiter = bin()
         .arg("--dir")

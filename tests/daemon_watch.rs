@@ -4,7 +4,7 @@
 
 mod daemon_support;
 
-use daemon_support::{register, Conn, Daemon, Store, NOW};
+use daemon_support::{bin, eventually, register, Conn, Daemon, Store, NOW};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -204,4 +204,157 @@ fn the_cli_watch_prints_the_stream() {
     let out = other.run(&["watch"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a running daemon"));
+}
+
+/// Reads the daemon holds waiting for mail (`hello`'s `reads_waiting`).
+fn reads_waiting(dir: &std::path::Path) -> u64 {
+    let hello = Conn::connect(dir).call(json!({"method": "hello"}));
+    hello["result"]["reads_waiting"].as_u64().unwrap()
+}
+
+/// A store with agents `a` and `b`.
+fn mailboxes() -> Store {
+    let s = Store::new();
+    for name in ["a", "b"] {
+        s.ok(&["register", name, "--provider", "claude", "--cwd", "/w"]);
+    }
+    s
+}
+
+#[test]
+fn a_waiting_read_through_the_daemon_is_woken_by_a_post_from_another_process() {
+    let s = mailboxes();
+    let _d = Daemon::start(&s.dir, &[]);
+    let started = Instant::now();
+    let waiter = bin()
+        .arg("--dir")
+        .arg(&s.dir)
+        .args(["--json", "read", "b", "--wait", "120"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Post only once the daemon holds the read waiting, so the post wakes it.
+    eventually("the read to wait in the daemon", || {
+        (reads_waiting(&s.dir) == 1).then_some(())
+    });
+    let posted: Value =
+        serde_json::from_str(&s.ok(&["--json", "post", "--from", "a", "--to", "b", "wake up"]))
+            .unwrap();
+    let out = waiter.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["messages"][0]["id"], posted["id"], "{v}");
+    assert_eq!(v["messages"][0]["body"], "wake up");
+    assert_eq!(v["timed_out"], false);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "woken long before its timeout"
+    );
+    assert_eq!(reads_waiting(&s.dir), 0);
+    // It was marked read: nothing is left for the next reader.
+    let again: Value = serde_json::from_str(&s.ok(&["--json", "read", "b"])).unwrap();
+    assert_eq!(again["messages"], json!([]));
+}
+
+#[test]
+fn a_waiting_read_through_the_daemon_times_out_exactly_as_the_direct_one() {
+    let s = mailboxes();
+    let direct_json = s.ok(&["--json", "read", "b", "--wait", "0.2"]);
+    let direct_text = s.ok(&["read", "b", "--wait", "0.05"]);
+    let direct_unknown = s.run(&["read", "nobody", "--wait", "60"]);
+    let _d = Daemon::start(&s.dir, &[]);
+    let started = Instant::now();
+    let served_json = s.ok(&["--json", "read", "b", "--wait", "0.3"]);
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "the read waited its time"
+    );
+    let v: Value = serde_json::from_str(&served_json).unwrap();
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert_eq!(v["messages"], json!([]));
+    assert_eq!(served_json, direct_json);
+    assert_eq!(s.ok(&["read", "b", "--wait", "0.05"]), direct_text);
+    assert!(direct_text.contains("timed out"), "{direct_text}");
+    // An unknown agent fails at once, with the direct path's message.
+    let started = Instant::now();
+    let unknown = s.run(&["read", "nobody", "--wait", "60"]);
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        (unknown.status.code(), &unknown.stderr),
+        (direct_unknown.status.code(), &direct_unknown.stderr)
+    );
+    assert_eq!(unknown.status.code(), Some(1));
+}
+
+#[test]
+fn of_two_waiting_reads_one_gets_the_mail_and_the_other_waits_on() {
+    let s = mailboxes();
+    let d = Daemon::start(&s.dir, &[]);
+    let read = |wait: f64| json!({"id": 1, "method": "read", "params": {"name": "b", "wait": wait, "at": NOW, "clock": NOW}});
+    let mut first = Conn::connect(&s.dir);
+    let mut second = Conn::connect(&s.dir);
+    first.send(&read(1.5));
+    second.send(&read(1.5));
+    eventually("both reads to wait", || {
+        (reads_waiting(&s.dir) == 2).then_some(())
+    });
+    let mut poster = Conn::connect(&s.dir);
+    let posted = poster.call(json!({"id": 2, "method": "post", "params": {"from": "a", "to": "b", "text": "only one", "at": NOW, "clock": NOW}}));
+    let id = posted["result"]["id"].clone();
+    assert!(id.is_u64(), "{posted}");
+    let (r1, r2) = (first.recv().unwrap(), second.recv().unwrap());
+    let mut got: Vec<_> = [&r1, &r2]
+        .iter()
+        .map(|r| {
+            (
+                r["result"]["timed_out"].clone(),
+                r["result"]["messages"].clone(),
+            )
+        })
+        .collect();
+    got.sort_by_key(|(t, _)| t.to_string());
+    assert_eq!(got[0].0, json!(false), "{r1} {r2}");
+    assert_eq!(got[0].1[0]["id"], id);
+    assert_eq!(
+        got[1],
+        (json!(true), json!([])),
+        "the other timed out empty"
+    );
+    // A shutdown ends a wait at once, with a reason.
+    first.send(&read(120.0));
+    eventually("the read to wait", || {
+        (reads_waiting(&s.dir) == 1).then_some(())
+    });
+    let started = Instant::now();
+    let (status, err) = d.stop();
+    assert!(status.success(), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let r = first.recv().unwrap();
+    assert_eq!(r["error"]["code"], "shutting_down", "{r}");
+}
+
+#[test]
+fn a_waiting_read_whose_client_left_marks_nothing_read() {
+    let s = mailboxes();
+    let _d = Daemon::start(&s.dir, &[]);
+    let mut control = Conn::connect(&s.dir);
+    let mut gone = Conn::connect(&s.dir);
+    gone.send(&json!({"id": 1, "method": "read", "params": {"name": "b", "wait": 60, "at": NOW, "clock": NOW}}));
+    eventually("the read to wait", || {
+        (reads_waiting(&s.dir) == 1).then_some(())
+    });
+    drop(gone); // as a Ctrl-C'd `read --wait` does
+    let posted = control.call(json!({"id": 2, "method": "post", "params": {"from": "a", "to": "b", "text": "keep me", "at": NOW, "clock": NOW}}));
+    // The woken read ends and its connection with it.
+    eventually("the left client's connection to end", || {
+        let h = control.call(json!({"method": "hello"}));
+        (h["result"]["connections"] == json!(1)).then_some(())
+    });
+    let page = control
+        .call(json!({"id": 3, "method": "read", "params": {"name": "b", "at": NOW, "clock": NOW}}));
+    assert_eq!(
+        page["result"]["messages"][0]["id"], posted["result"]["id"],
+        "the mail stayed unread: {page}"
+    );
 }

@@ -244,12 +244,26 @@ class Client:
             priority=priority, privacy=privacy, project_root=project_root,
             ttl_hours=ttl_hours, request_id=request_id, at=at))
 
-    def read(self, name, project_root=None, budget=None, limit=None, at=None):
+    def read(self, name, project_root=None, budget=None, limit=None, at=None, wait=None):
         """Returns the unread messages of `name` and marks them read. With
         `budget` (bytes) or `limit` (count) it returns a page, oldest first
-        (always at least one message), and `result["left"]` counts the rest."""
-        return self.call("read", **_params(
-            name=name, project_root=project_root, budget=budget, limit=limit, at=at))
+        (always at least one message), and `result["left"]` counts the rest.
+        With `wait` (seconds) it first blocks until `name` has unread mail or
+        the time is up; then `result["timed_out"]` is true and the page empty.
+        The daemon wakes it on the commit that brings the mail (no polling)."""
+        params = _params(name=name, project_root=project_root, budget=budget,
+                         limit=limit, at=at, wait=wait)
+        if wait is None:
+            return self.call("read", **params)
+        # The answer may take the whole wait: the socket's timeout must not
+        # fire first.
+        saved = self._sock.gettimeout()
+        if saved is not None:
+            self._sock.settimeout(saved + float(wait))
+        try:
+            return self.call("read", **params)
+        finally:
+            self._sock.settimeout(saved)
 
     def show(self, name, at=None):
         """One agent described: every field, its life, unread and sent counts,

@@ -138,6 +138,33 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(al.AgentlogError):
                 c.show("py-nobody", at=at(26))
 
+    def test_waiting_read_is_woken_by_a_post_or_times_out(self):
+        with self.client() as c:
+            c.register("py-waiter", provider="claude", cwd="/w", at=at(30))
+            c.register("py-poster", provider="claude", cwd="/w", at=at(30))
+            got = {}
+
+            def wait():
+                with self.client() as w:
+                    got["page"] = w.read("py-waiter", wait=60, at=at(32))
+
+            t = threading.Thread(target=wait, daemon=True)
+            t.start()
+            # Post only once the daemon holds the read waiting.
+            deadline = time.monotonic() + 20
+            while c.call("hello")["reads_waiting"] != 1:
+                self.assertLess(time.monotonic(), deadline, "the read never waited")
+                time.sleep(0.01)
+            posted = c.post("py-poster", "wake up", to="py-waiter", at=at(31))
+            t.join(30)
+            self.assertFalse(t.is_alive(), "the waiting read was not woken")
+            page = got["page"]
+            self.assertFalse(page["timed_out"])
+            self.assertEqual([m["id"] for m in page["messages"]], [posted["id"]])
+            empty = c.read("py-waiter", wait=0.2, at=at(33))
+            self.assertTrue(empty["timed_out"])
+            self.assertEqual(empty["messages"], [])
+
     def test_pipeline_answers_in_order(self):
         with self.client() as c:
             c.register("py-pipe", provider="gemini", cwd="/w", at=at(10))

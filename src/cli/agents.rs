@@ -1,62 +1,35 @@
-//! The seeds' remaining operations on the command line: paged and waiting
-//! reads, `show`, and `presence`. A read delivers first and acknowledges
-//! after: the page is printed and stdout flushed before its read receipt is
-//! appended, so only what reached the caller counts as read. A wait follows
-//! the log read-only (no writer lock, see `ops::inbox`) and opens the store
-//! for writing only once there is mail to read; the poster that woke it may
-//! still hold the writer lock then, so that open retries for a while.
+//! Reading mail and the seeds' other agent questions on the command line:
+//! `read` (plain, paged by `--budget`/`--limit`, waiting with `--wait`, one
+//! code path), `show`, and `presence`. A read delivers first and
+//! acknowledges after: the page is printed and stdout flushed before its
+//! read receipt is appended, so only what reached the caller counts as read.
+//! A direct wait follows the log read-only (no writer lock, see `ops::inbox`)
+//! and opens the store for writing only once there is mail or the time is
+//! up. Inside the daemon the connection has already waited on the watch
+//! (`daemon::watch::read_when_mail`); `--wait` then carries the time left,
+//! and an empty page with time left means another reader took the mail
+//! first ([`MailTaken`]: the daemon waits again).
 
 use super::args;
-use super::commands::W;
+use super::commands::{served_store, with_store, W};
 use super::output::{self, Ui};
 use super::view;
-use agentlog::ops::inbox::{self, Waited};
-use agentlog::ops::{self, OpsError};
+use agentlog::ops::inbox;
 use agentlog::registry::queries::{render_line, PageLimits, UnreadPage};
-use agentlog::registry::ProcProbe;
-use agentlog::store::{Store, StoreError};
+use agentlog::registry::{Message, ProcProbe};
 use agentlog::time::Timestamp;
 use anyhow::{Context, Result};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// How long a woken read waits for another writer (usually the poster that
-/// woke it, closing) to release the writer lock.
-const LOCK_PATIENCE: Duration = Duration::from_secs(10);
-
-/// Opens the store for writing, retrying while another process holds the
-/// writer lock (for at most [`LOCK_PATIENCE`]); runs `f` and closes it.
-fn with_store_when_free<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
-    // Inside the daemon the served store is the writer: use it.
-    if let Some(store) = super::commands::served_store() {
-        return f(&store);
-    }
-    let give_up = Instant::now() + LOCK_PATIENCE;
-    let mut pause = Duration::from_millis(1);
-    let store = loop {
-        match ops::open_store(dir, false) {
-            Err(OpsError::Store(StoreError::Log(agentlog::Error::Locked { .. })))
-                if Instant::now() < give_up =>
-            {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            other => break other?,
-        }
-    };
-    let out = f(&store);
-    let closed = store.close();
-    let out = out?;
-    closed?;
-    Ok(out)
-}
-
-/// Whether `read` needs this module (a page limit or a wait).
-pub fn is_paged_or_waiting(a: &args::Read) -> bool {
-    a.budget.is_some() || a.limit.is_some() || a.wait.is_some()
-}
+/// A daemon's waiting read found no mail although it was woken for some and
+/// time is left: another reader took it first. Never shown to a user: the
+/// daemon waits again (PROTOCOL.md, "Waiting reads").
+#[derive(Debug, thiserror::Error)]
+#[error("the unread mail was taken by another reader first")]
+pub struct MailTaken;
 
 /// `read NAME [--budget BYTES] [--limit N] [--wait SECONDS]`.
 pub fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
@@ -66,30 +39,43 @@ pub fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode>
     };
     let project = a.project_root.as_deref();
     let at = a.at.checked()?;
+    let served = served_store().is_some();
     let deadline = a.wait.map(|d| Instant::now() + d);
     loop {
-        if let Some(deadline) = deadline {
+        if let (Some(deadline), false) = (deadline, served) {
+            // Returns on mail or at the deadline; the read below tells which.
             let left = deadline.saturating_duration_since(Instant::now());
-            let waited = inbox::wait_for_unread(&dir, &a.name, project, at, left, || {
+            inbox::wait_for_unread(&dir, &a.name, project, at, left, || {
                 tracing::debug!(agent = %a.name, "waiting for unread messages");
             })?;
-            if waited == Waited::TimedOut {
-                let empty = UnreadPage {
-                    messages: Vec::new(),
-                    left: 0,
-                };
-                print_page(w, ui, &a.name, &empty, limits, true)?;
-                return Ok(ExitCode::SUCCESS);
-            }
         }
-        let delivered = with_store_when_free(&dir, |s| {
+        let delivered = with_store(&dir, |s| {
             let at = at.unwrap_or_else(Timestamp::now);
             let page = s.unread_page(&a.name, project, limits, Some(at))?;
-            // Another reader took the mail first: wait again while time is left.
-            if page.messages.is_empty() && deadline.is_some_and(|d| Instant::now() < d) {
-                return Ok(false);
+            let time_left = deadline.is_some_and(|d| Instant::now() < d);
+            if page.messages.is_empty() && time_left {
+                // Another reader took the mail first: wait again.
+                return if served {
+                    Err(MailTaken.into())
+                } else {
+                    Ok(false)
+                };
             }
-            print_page(w, ui, &a.name, &page, limits, false)
+            let dropped = s.with_state(|st, _| {
+                st.drops_for(&a.name)
+                    .into_iter()
+                    .map(|(from, n)| (from.to_string(), n))
+                    .collect::<Vec<_>>()
+            });
+            let shown = Shown {
+                name: &a.name,
+                page: &page,
+                dropped: &dropped,
+                limits,
+                timed_out: deadline.is_some() && page.messages.is_empty(),
+            };
+            shown
+                .print(w, ui)
                 .and_then(|()| w.flush())
                 .with_context(|| {
                     format!(
@@ -109,41 +95,89 @@ pub fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode>
     }
 }
 
-/// A page as `{"agent", "messages", "left", "timed_out"}`, or as one line a
-/// message (the lines the budget measured) and a count of what is left.
-fn print_page(
-    w: &mut W,
-    ui: &Ui,
-    name: &str,
-    page: &UnreadPage,
+/// What one read shows: a page of unread mail, the messages the cap dropped
+/// (by sender), and whether a wait timed out.
+struct Shown<'a> {
+    name: &'a str,
+    page: &'a UnreadPage,
+    dropped: &'a [(String, u64)],
     limits: PageLimits,
     timed_out: bool,
-) -> std::io::Result<()> {
-    if ui.json {
-        let m: Vec<_> = page.messages.iter().map(view::message).collect();
-        return output::json(
-            w,
-            &json!({"agent": name, "messages": m, "left": page.left, "timed_out": timed_out}),
-        );
+}
+
+impl Shown<'_> {
+    /// `{"agent", "messages", "dropped", "left", "timed_out"}`; or a note on
+    /// dropped messages, then a table (no page limit) or one measured line a
+    /// message and a count of what is left.
+    fn print(&self, w: &mut W, ui: &Ui) -> std::io::Result<()> {
+        let name = output::escaped(self.name);
+        if ui.json {
+            let m: Vec<_> = self.page.messages.iter().map(view::message).collect();
+            let d: Vec<_> = self
+                .dropped
+                .iter()
+                .map(|(from, n)| json!({"from": from, "count": n}))
+                .collect();
+            return output::json(
+                w,
+                &json!({"agent": self.name, "messages": m, "dropped": d, "left": self.page.left, "timed_out": self.timed_out}),
+            );
+        }
+        if !self.dropped.is_empty() {
+            let total: u64 = self.dropped.iter().map(|(_, n)| n).sum();
+            let by: Vec<String> = self
+                .dropped
+                .iter()
+                .map(|(from, n)| format!("{n} from `{}`", output::escaped(from)))
+                .collect();
+            writeln!(
+                w,
+                "note: {total} message(s) to `{name}` or to all were dropped by the message cap: {}",
+                by.join(", ")
+            )?;
+        }
+        let msgs = &self.page.messages;
+        if msgs.is_empty() {
+            let why = if self.timed_out {
+                " (the wait timed out)"
+            } else {
+                ""
+            };
+            return writeln!(w, "no unread messages for `{name}`{why}");
+        }
+        if self.limits.is_unbounded() {
+            return table(w, msgs);
+        }
+        for m in msgs {
+            writeln!(w, "{}", render_line(m))?;
+        }
+        if self.page.left > 0 {
+            writeln!(w, "({} more unread)", self.page.left)?;
+        }
+        Ok(())
     }
-    if page.messages.is_empty() {
-        let why = if timed_out {
-            " (the wait timed out)"
-        } else {
-            ""
-        };
-        return writeln!(w, "no unread messages for `{name}`{why}");
-    }
-    if limits.is_unbounded() {
-        return super::commands::print_messages(w, ui, name, &page.messages, &[]);
-    }
-    for m in &page.messages {
-        writeln!(w, "{}", render_line(m))?;
-    }
-    if page.left > 0 {
-        writeln!(w, "({} more unread)", page.left)?;
-    }
-    Ok(())
+}
+
+fn table(w: &mut W, msgs: &[Message]) -> std::io::Result<()> {
+    let rows: Vec<_> = msgs
+        .iter()
+        .map(|m| {
+            vec![
+                m.id.to_string(),
+                m.posted_at.to_string(),
+                m.from.clone(),
+                m.to.clone().unwrap_or_else(|| "(all)".into()),
+                m.category.clone(),
+                m.priority.to_string(),
+                m.body.clone(),
+            ]
+        })
+        .collect();
+    output::table(
+        w,
+        &["ID", "POSTED", "FROM", "TO", "CATEGORY", "PRIORITY", "BODY"],
+        &rows,
+    )
 }
 
 /// `show NAME`: exit 1 "not found" for an unknown name.

@@ -129,10 +129,7 @@ pub(super) fn run_command(w: &mut W, ui: &Ui, dir: PathBuf, command: Command) ->
             applied(w, &ui, &a.name, lsn, "removed")?
         }
         Command::Post(a) => post(w, &ui, dir, a)?,
-        Command::Read(a) if super::agents::is_paged_or_waiting(&a) => {
-            super::agents::read(w, &ui, dir, a)?
-        }
-        Command::Read(a) => read(w, &ui, dir, a)?,
+        Command::Read(a) => super::agents::read(w, &ui, dir, a)?,
         Command::Sessions(a) => sessions(w, &ui, dir, a)?,
         Command::Sweep(a) => sweep(w, &ui, dir, a)?,
         Command::Snapshot => snapshot(w, &ui, dir)?,
@@ -352,95 +349,6 @@ fn post(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Post) -> Result<ExitCode> {
         writeln!(w, "{id}")?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Peek, deliver, then acknowledge: the unread messages are printed and
-/// stdout is flushed before the read receipt is appended, so a message only
-/// counts as read once it reached the caller. If printing fails nothing is
-/// marked read; if the receipt then fails, the messages stay unread and show
-/// again next time (delivered at least once, never lost).
-fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
-    let at =
-        a.at.checked()?
-            .unwrap_or_else(agentlog::time::Timestamp::now);
-    with_store(&dir, |s| {
-        let msgs = s.unread(&a.name, a.project_root.as_deref(), Some(at))?;
-        let dropped = s.with_state(|st, _| {
-            st.drops_for(&a.name)
-                .into_iter()
-                .map(|(from, n)| (from.to_string(), n))
-                .collect::<Vec<_>>()
-        });
-        print_messages(w, ui, &a.name, &msgs, &dropped)
-            .and_then(|()| w.flush())
-            .with_context(|| {
-                format!(
-                    "could not deliver {} message(s) to stdout; nothing was marked read",
-                    msgs.len()
-                )
-            })?;
-        let ids: Vec<u64> = msgs.iter().map(|m| m.id).collect();
-        s.mark_read(&a.name, &ids, Some(at)).with_context(|| {
-            format!(
-                "the messages were printed but their read receipt was not recorded; they will show again (ids {ids:?})"
-            )
-        })?;
-        Ok(())
-    })?;
-    Ok(ExitCode::SUCCESS)
-}
-
-pub(super) fn print_messages(
-    w: &mut W,
-    ui: &Ui,
-    name: &str,
-    msgs: &[agentlog::registry::Message],
-    dropped: &[(String, u64)],
-) -> std::io::Result<()> {
-    if ui.json {
-        let m: Vec<_> = msgs.iter().map(view::message).collect();
-        let d: Vec<_> = dropped
-            .iter()
-            .map(|(from, n)| json!({"from": from, "count": n}))
-            .collect();
-        return output::json(w, &json!({"agent": name, "messages": m, "dropped": d}));
-    }
-    if !dropped.is_empty() {
-        let total: u64 = dropped.iter().map(|(_, n)| n).sum();
-        let by: Vec<String> = dropped
-            .iter()
-            .map(|(from, n)| format!("{n} from `{}`", output::escaped(from)))
-            .collect();
-        writeln!(
-            w,
-            "note: {total} message(s) to `{}` or to all were dropped by the message cap: {}",
-            output::escaped(name),
-            by.join(", ")
-        )?;
-    }
-    if msgs.is_empty() {
-        writeln!(w, "no unread messages for `{}`", output::escaped(name))
-    } else {
-        let rows: Vec<_> = msgs
-            .iter()
-            .map(|m| {
-                vec![
-                    m.id.to_string(),
-                    m.posted_at.to_string(),
-                    m.from.clone(),
-                    m.to.clone().unwrap_or_else(|| "(all)".into()),
-                    m.category.clone(),
-                    m.priority.to_string(),
-                    m.body.clone(),
-                ]
-            })
-            .collect();
-        output::table(
-            w,
-            &["ID", "POSTED", "FROM", "TO", "CATEGORY", "PRIORITY", "BODY"],
-            &rows,
-        )
-    }
 }
 
 fn sessions(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Sessions) -> Result<ExitCode> {

@@ -84,11 +84,7 @@ fn clap_message(e: &clap::Error) -> String {
 
 /// Prints `e` as one line and picks the exit code.
 fn report(e: &anyhow::Error) -> ExitCode {
-    // A closed pipe (`agentlog log | head`) is the reader's choice, not an error.
-    if e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    }) {
+    if is_closed_stdout(e) {
         return ExitCode::SUCCESS;
     }
     let line = one_line(e);
@@ -98,6 +94,21 @@ fn report(e: &anyhow::Error) -> ExitCode {
     } else {
         ExitCode::from(1)
     }
+}
+
+/// A closed stdout pipe (`agentlog log | head`) is the reader's choice, not
+/// an error. A broken pipe to the daemon is one: the daemon died before it
+/// read the request, so nothing was done.
+fn is_closed_stdout(e: &anyhow::Error) -> bool {
+    let daemon = e.chain().any(|c| {
+        c.downcast_ref::<agentlog::daemon::client::ClientError>()
+            .is_some()
+    });
+    !daemon
+        && e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        })
 }
 
 /// The error and its causes on one line, `outer: inner`, leaving out a cause
@@ -116,4 +127,24 @@ fn one_line(e: &anyhow::Error) -> String {
     }
     // Errors quote input (names, values, paths): keep them one inert line.
     output::escaped(&line.replace('\n', "; ")).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentlog::daemon::client::ClientError;
+    use std::io;
+
+    #[test]
+    fn a_broken_pipe_is_success_on_stdout_and_failure_to_the_daemon() {
+        let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
+        let stdout = anyhow::Error::from(pipe()).context("writing the table");
+        assert!(is_closed_stdout(&stdout));
+        let daemon = anyhow::Error::from(ClientError::Io {
+            path: "/s/agentlog.sock".into(),
+            source: pipe(),
+        });
+        assert!(!is_closed_stdout(&daemon));
+        assert!(one_line(&daemon).contains("daemon socket /s/agentlog.sock"));
+    }
 }

@@ -315,6 +315,9 @@ impl Dispatch for CliDispatch {
         });
         let code = match ran {
             Ok(code) => code,
+            Err(e) if e.downcast_ref::<super::agents::MailTaken>().is_some() => {
+                return Err(ErrorReply::new(code::MAIL_TAKEN, e.to_string(), 1))
+            }
             Err(e) => {
                 return Err(ErrorReply::from_error(
                     &e,

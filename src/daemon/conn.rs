@@ -236,7 +236,8 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             }
             return super::watch::run(wr, req, shared.clone(), peer).await;
         }
-        let doc = match answer(&shared, &peer, req.method, req.params).await {
+        let sock = wr.get_ref().as_ref();
+        let doc = match answer(&shared, &peer, req.method, req.params, sock).await {
             Ok((result, 0)) => json!({"id": req.id, "result": result}),
             Ok((result, exit)) => json!({"id": req.id, "result": result, "exit": exit}),
             Err(e) => error_doc(req.id, &e),
@@ -361,6 +362,7 @@ async fn answer(
     peer: &Peer,
     method: String,
     params: Map<String, Value>,
+    sock: &UnixStream,
 ) -> super::Outcome {
     if method == "hello" {
         return Ok((hello(shared, peer), 0));
@@ -374,6 +376,11 @@ async fn answer(
     if writes && !shared.access.may_write(peer) {
         let msg = shared.access.refusal(peer, &method);
         return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
+    }
+    if method == "read" && params.contains_key("wait") {
+        let out = super::watch::read_when_mail(shared, peer, params, sock).await;
+        shared.committed.notify_waiters();
+        return out;
     }
     if method == "heartbeat" {
         if let Some(hb) = FastHeartbeat::parse(&params) {
@@ -409,6 +416,7 @@ fn hello(shared: &Shared, peer: &Peer) -> Value {
         "connections": shared.connections.load(Ordering::Relaxed),
         "watchers_lagged": shared.lagged.load(Ordering::Relaxed),
         "http": shared.http_addr.map(|a| a.to_string()),
+        "reads_waiting": shared.waiting_reads.load(Ordering::Relaxed),
     })
 }
 

@@ -57,6 +57,9 @@ pub mod code {
     pub const TOO_MANY_CONNECTIONS: &str = "too_many_connections";
     pub const IDLE_TIMEOUT: &str = "idle_timeout";
     pub const SHUTTING_DOWN: &str = "shutting_down";
+    /// Internal, never sent: a waiting `read` woken for mail that another
+    /// reader took first; the daemon waits again ([`super::watch`]).
+    pub const MAIL_TAKEN: &str = "mail_taken";
 }
 
 /// An error reply: stable code, the CLI's message, the CLI's exit status.

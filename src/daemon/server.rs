@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     pub watchers: AtomicUsize,
     /// Where `serve --http` listens (reported by `hello`).
     pub http_addr: Option<SocketAddr>,
+    /// Waiting reads blocked now (reported by `hello`).
+    pub waiting_reads: AtomicUsize,
 }
 
 /// Decrements the connection count when a connection task ends.
@@ -153,6 +155,7 @@ async fn run(
         lagged: AtomicUsize::new(0),
         watchers: AtomicUsize::new(0),
         http_addr,
+        waiting_reads: AtomicUsize::new(0),
     });
     let mut duties = start_duties(&shared);
     duties.push(tokio::spawn(

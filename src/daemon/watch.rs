@@ -9,20 +9,27 @@
 //! task writes them out. When the buffer stays full for [`LAG_GRACE`] the
 //! producer stops and records the first LSN not queued: the writer sends the
 //! queued lines, then `lagged` with that LSN, and closes the connection.
+//!
+//! A waiting `read` ([`read_when_mail`]) rides on the same commit signal:
+//! it checks the served state for unread mail after each commit and answers
+//! when there is some or its time is up, holding no thread meanwhile.
 
 use super::conn::{error_doc, send, Request, Writer};
 use super::server::Shared;
-use super::{code, ErrorReply, Peer};
+use super::{code, ErrorReply, Outcome, Peer};
 use crate::model::Agent;
 use crate::registry::{codec, tag, Event, Lsn, State};
-use crate::store::{At, Store};
+use crate::store::{with_origin, At, Store};
+use crate::time::Timestamp;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
+use tokio::net::UnixStream;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 /// How long a full buffer is tolerated before the watcher is dropped.
 pub const LAG_GRACE: Duration = Duration::from_millis(500);
@@ -389,4 +396,153 @@ async fn produce(
             _ = tokio::time::sleep(Duration::from_millis(250)) => {}
         }
     }
+}
+
+/// What a waiting `read` waits for: unread mail of `agent` (in
+/// `project_root`) at `at` (else the clock at each check, as the read
+/// itself judges it), for `wait`.
+#[derive(Debug)]
+struct MailWait {
+    agent: String,
+    project_root: Option<String>,
+    at: Option<Timestamp>,
+    wait: Duration,
+}
+
+impl MailWait {
+    /// `None` when the parameters are not a well-formed wait: the read then
+    /// runs at once and reports what is wrong as the CLI would.
+    fn parse(p: &Map<String, Value>) -> Option<MailWait> {
+        let text = |k: &str| match p.get(k) {
+            None => Some(None),
+            Some(Value::String(s)) => Some(Some(s.as_str())),
+            Some(_) => None,
+        };
+        let wait = match p.get("wait")? {
+            Value::Number(n) => n.as_f64()?,
+            Value::String(s) => s.parse().ok()?,
+            _ => return None,
+        };
+        let at = match text("at")? {
+            Some(t) => Some(Timestamp::parse_rfc3339(t).ok()?),
+            None => None,
+        };
+        Some(MailWait {
+            agent: text("name")??.to_string(),
+            project_root: text("project_root")?.map(str::to_string),
+            at,
+            wait: Duration::try_from_secs_f64(wait).ok()?,
+        })
+    }
+
+    /// Whether the agent has unread mail now; `None` if the registry refuses
+    /// the question (an unknown agent): the read reports it.
+    fn has_mail(&self, store: &Store) -> Option<bool> {
+        let now = self.at.unwrap_or_else(Timestamp::now);
+        store.with_state(|s, _| {
+            s.unread(&self.agent, self.project_root.as_deref(), now)
+                .ok()
+                .map(|m| !m.is_empty())
+        })
+    }
+}
+
+/// Runs a `read` with `wait` (PROTOCOL.md, "Waiting reads"): after each
+/// commit it checks the served state for unread mail; once there is some,
+/// or the time is up, it runs the read with `wait` set to the time left (0:
+/// timed out). A read that finds the mail already taken by another reader
+/// waits for the next commit. Nothing polls and no thread is held while
+/// waiting; a shutdown ends the wait with `shutting_down`. A client that
+/// closed its connection meanwhile gets nothing read for it: the mail it
+/// gave up on stays unread.
+pub(crate) async fn read_when_mail(
+    shared: &Arc<Shared>,
+    peer: &Peer,
+    mut params: Map<String, Value>,
+    sock: &UnixStream,
+) -> Outcome {
+    let Some(wait) = MailWait::parse(&params) else {
+        return call_blocking(shared, peer, "read", params).await;
+    };
+    let deadline = Instant::now() + wait.wait;
+    let mut shutdown = shared.shutdown.clone();
+    let mut counted = None;
+    loop {
+        // Registered before the check, so a commit after it is not missed.
+        let notified = shared.committed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let left = deadline.saturating_duration_since(Instant::now());
+        if wait.has_mail(&shared.store) != Some(false) || left.is_zero() {
+            counted = None;
+            if peer_closed(sock) {
+                let msg = "the client closed the connection during its wait: nothing was read";
+                return Err(ErrorReply::new(code::FAILED, msg, 1));
+            }
+            params.insert("wait".into(), json!(left.as_secs_f64()));
+            match call_blocking(shared, peer, "read", params.clone()).await {
+                // Waits for the next commit (registered above, so none is
+                // missed), never spinning on a check that disagrees.
+                Err(e) if e.code == code::MAIL_TAKEN => {}
+                out => return out,
+            }
+        }
+        counted.get_or_insert_with(|| Waiting::start(shared));
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = shutdown.changed() => {
+                let msg = "the daemon is shutting down";
+                return Err(ErrorReply::new(code::SHUTTING_DOWN, msg, 1));
+            }
+        }
+    }
+}
+
+/// Whether the client closed its end of `sock` entirely (a half-close,
+/// shutting only its writing side, still gets its answer): one `poll`
+/// without waiting, asked once per wake-up.
+fn peer_closed(sock: &UnixStream) -> bool {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(sock, PollFlags::empty())];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    matches!(poll(&mut fds, Some(&now)), Ok(n) if n > 0)
+        && fds[0].revents().intersects(PollFlags::HUP | PollFlags::ERR)
+}
+
+/// Counts a read in `hello`'s `reads_waiting` while it is blocked.
+struct Waiting(Arc<Shared>);
+
+impl Waiting {
+    fn start(shared: &Arc<Shared>) -> Waiting {
+        shared.waiting_reads.fetch_add(1, Ordering::AcqRel);
+        Waiting(shared.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.waiting_reads.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs an operation method on the blocking pool as `peer`.
+async fn call_blocking(
+    shared: &Arc<Shared>,
+    peer: &Peer,
+    method: &'static str,
+    params: Map<String, Value>,
+) -> Outcome {
+    let (store, dispatch, origin) = (shared.store.clone(), shared.dispatch.clone(), peer.origin());
+    tokio::task::spawn_blocking(move || {
+        with_origin(origin, || dispatch.call(&store, method, &params))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        let msg = format!("internal error running the request: {e}");
+        Err(ErrorReply::new(code::FAILED, msg, 1))
+    })
 }
