@@ -1,47 +1,46 @@
 #!/usr/bin/env bash
-# Heartbeats/s through the daemon, and the daemon's CPU per heartbeat,
-# without and with the operator's view, alternated ROUNDS times:
-#   plain   `serve`
-#   scrape  `serve --http`, /metrics scraped every second
-#   page    `serve --http`, /metrics scraped every second and the live page
-#           open in headless chromium (its watch stream counted in /metrics)
-# Usage: docs/http_overhead.sh [agentlog] [K in flight] [N heartbeats] [ROUNDS]
+# What the operator's view costs the writer: `agentlog bench clients`
+# without and with it, alternated ROUNDS times, in one run:
+#   plain  the daemon as `bench clients` starts it
+#   page   the same daemon with `--http`, /metrics scraped every second and
+#          the live page open in headless chromium for the whole run
+# Usage: docs/http_overhead.sh [agentlog] [ROUNDS] [extra bench clients args…]
+# Prints one JSON line per run: mode, ops/s, p50/p99 µs, refused.
 set -euo pipefail
-bin="${1:-target/release/agentlog}"; k="${2:-64}"; n="${3:-300000}"; rounds="${4:-3}"
-here="$(cd "$(dirname "$0")" && pwd)"
+bin="${1:-target/release/agentlog}"; rounds="${2:-2}"; shift 2 || true
+args=(--procs 8 --agents 1000 --seconds 5 "$@")
 tmp="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime
-run() { # $1: plain|scrape|page
-  local dir="$tmp/$1-$RANDOM"
-  "$bin" --dir "$dir" init >/dev/null
-  local extra=(); [ "$1" != plain ] && extra=(--http 127.0.0.1:0)
-  "$bin" --dir "$dir" serve "${extra[@]}" >"$dir.out" 2>&1 &
-  local daemon=$!; pids+=("$daemon")
-  until grep -q 'listening on' "$dir.out" 2>/dev/null; do sleep 0.05; done
-  local extras=()
-  if [ "$1" != plain ]; then
-    until grep -q '^agentlog serve: http://' "$dir.out"; do sleep 0.05; done
-    local url; url="$(sed -n 's/^agentlog serve: \(http:[^ ]*\).*/\1/p' "$dir.out")"
-    ( while true; do curl -s "${url}metrics" >/dev/null; sleep 1; done ) &
-    extras+=($!); pids+=($!)
-    if [ "$1" = page ]; then
-      chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-        --disable-background-networking --disable-component-update --disable-sync \
-        --user-data-dir="$dir.profile" "$url" >/dev/null 2>&1 &
-      extras+=($!); pids+=($!)
-      until curl -s "${url}metrics" | grep -q '^agentlog_watchers 1'; do sleep 0.1; done
-      sleep 3 # let the browser finish starting
-    fi
-  fi
-  local t0; t0=$(ticks "$daemon")
-  local line; line=$(python3 "$here/daemon_heartbeats.py" "$dir" "$k" "$n")
-  local t1; t1=$(ticks "$daemon")
-  local tck; tck=$(getconf CLK_TCK)
-  printf '%-6s %s; daemon CPU %.2f us/heartbeat\n' "$1" "$line" \
-    "$(echo "($t1 - $t0) * 1000000 / $tck / $n" | bc -l)"
-  for p in "${extras[@]}" "$daemon"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+summary() { # $1: mode, stdin: the bench's JSON
+  python3 -c 'import json,sys; d=json.load(sys.stdin)["main"]; l=d["latency"]
+print(json.dumps({"mode": sys.argv[1], "ops_per_s": round(d["ops_per_s"]), "p50_us": l["p50_us"], "p99_us": l["p99_us"], "refused": d["refused"]}))' "$1"
 }
-for _ in $(seq 1 "$rounds"); do run plain; run scrape; run page; done
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+run() { # $1: plain|page
+  if [ "$1" = plain ]; then
+    "$bin" --json bench clients "${args[@]}" | summary plain
+    return
+  fi
+  local port; port="$(free_port)"; local url="http://127.0.0.1:$port/"
+  "$bin" --json bench clients "${args[@]}" --http "127.0.0.1:$port" >"$tmp/page.json" &
+  local bench=$!
+  until curl -sf "${url}healthz" >/dev/null; do sleep 0.02; done
+  ( while true; do curl -s "${url}metrics" >/dev/null; sleep 1; done ) &
+  local scraper=$!; pids+=("$scraper")
+  chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$tmp/profile-$RANDOM" "$url" >/dev/null 2>&1 &
+  local browser=$!; pids+=("$browser")
+  local watched=0
+  while kill -0 "$bench" 2>/dev/null; do
+    curl -s "${url}metrics" | grep -q '^agentlog_watchers 1' && watched=1
+    sleep 0.5
+  done
+  wait "$bench"
+  kill "$scraper" "$browser" 2>/dev/null || true
+  [ "$watched" = 1 ] || { echo "the page never opened its watch stream" >&2; exit 1; }
+  summary page <"$tmp/page.json"
+}
+for _ in $(seq 1 "$rounds"); do run plain; run page; done

@@ -94,11 +94,14 @@ pub fn request_frames(input: &[u8], max: usize, buffer: usize) -> Vec<RequestFra
     // Reading a byte slice never waits, so one poll of each future suffices.
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     loop {
-        let mut next = std::pin::pin!(read_line(&mut reader, &mut line, max));
-        let std::task::Poll::Ready(frame) = next.as_mut().poll(&mut cx) else {
-            unreachable!("a slice reader is always ready");
+        let frame = {
+            let mut next = std::pin::pin!(read_line(&mut reader, &mut line, max));
+            match next.as_mut().poll(&mut cx) {
+                std::task::Poll::Ready(frame) => frame.expect("a slice reader does not fail"),
+                std::task::Poll::Pending => unreachable!("a slice reader is always ready"),
+            }
         };
-        match frame.expect("a slice reader does not fail") {
+        match frame {
             Frame::Line => frames.push(RequestFrame::Line(line.clone())),
             Frame::TooLong => {
                 frames.push(RequestFrame::TooLong);
@@ -112,7 +115,11 @@ pub fn request_frames(input: &[u8], max: usize, buffer: usize) -> Vec<RequestFra
 /// What the general request parser made of a line: `(id, method, params)`,
 /// or `(id, error code)`.
 pub type ParsedRequest = Result<
-    (serde_json::Value, String, serde_json::Map<String, serde_json::Value>),
+    (
+        serde_json::Value,
+        String,
+        serde_json::Map<String, serde_json::Value>,
+    ),
     (serde_json::Value, String),
 >;
 

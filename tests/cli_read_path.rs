@@ -294,12 +294,6 @@ fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     false
 }
 
-/// A store made by the CLI holding one registered agent `a`.
-fn store_with_agent_a() -> Env {
-    let env = Env::with_agent("a", "/x", AT);
-    env
-}
-
 /// The time every CLI write of these tests is stamped with.
 const AT: &str = "2026-11-30T12:00:00Z";
 
@@ -309,7 +303,7 @@ const AT: &str = "2026-11-30T12:00:00Z";
 #[test]
 fn log_follow_survives_seal_and_compaction() {
     use std::io::Read;
-    let env = store_with_agent_a();
+    let env = Env::with_agent("a", "/x", AT);
     env.ok(&["compact", "--now", "2026-11-30T12:00:00Z"]);
     let mut follower = bin()
         .arg("--dir")
@@ -370,7 +364,7 @@ fn log_follow_survives_seal_and_compaction() {
 fn readers_beside_a_writer_and_compaction() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let env = store_with_agent_a();
+    let env = Env::with_agent("a", "/x", AT);
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for role in ["heartbeat", "compact"] {

@@ -61,6 +61,9 @@ pub struct ClientsConfig {
     pub echo: bool,
     /// Where the run's directory goes (a temporary one when `None`).
     pub dir: Option<PathBuf>,
+    /// The daemon also serves `serve --http` here (to measure what an open
+    /// live page and a scraper cost it).
+    pub http: Option<String>,
 }
 
 /// One phase: the P processes against one target.
@@ -236,6 +239,9 @@ fn start_daemon(cfg: &ClientsConfig, dir: &Path) -> Result<Server> {
     let mut serve = Command::new(&cfg.exe);
     dir_arg(&mut serve);
     serve.arg("serve");
+    if let Some(addr) = &cfg.http {
+        serve.args(["--http", addr]);
+    }
     let server = Server::start(serve, "daemon", dir.join("serve.log"))?;
     let mut c = Client::connect(dir).map_err(|e| BenchError::Run(e.to_string()))?;
     for chunk in (0..cfg.agents).collect::<Vec<_>>().chunks(256) {
@@ -551,6 +557,7 @@ mod tests {
             compare: false,
             echo: false,
             dir: None,
+            http: None,
         };
         assert!(ok.validate().is_ok());
         let cli = ClientsConfig {

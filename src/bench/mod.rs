@@ -26,10 +26,10 @@
 //!   SQLite and the JSON rewrite.
 
 pub mod baseline;
+pub mod cli;
 pub mod clients;
 pub mod clients_worker;
 pub mod echo;
-pub mod cli;
 pub mod heartbeats;
 pub mod latency;
 pub mod machine;

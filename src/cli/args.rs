@@ -672,6 +672,10 @@ pub struct BenchClients {
     /// Also run them against a bare server of the same protocol (the bound)
     #[arg(long)]
     pub echo: bool,
+    /// The daemon also serves `serve --http` on this address, e.g. to
+    /// measure the cost of an open live page and a metrics scraper
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
 }
 
 #[derive(Debug, Args)]

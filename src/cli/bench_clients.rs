@@ -29,6 +29,7 @@ pub fn clients(ui: &Ui, out: &mut W, dir: Option<PathBuf>, a: args::BenchClients
         compare: a.compare,
         echo: a.echo,
         dir,
+        http: a.http.clone(),
     };
     let r = run_clients(&cfg).map_err(super::bench::usage)?;
     if ui.json {
