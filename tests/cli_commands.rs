@@ -311,12 +311,26 @@ fn sweep_expires_leases_and_audit_tells_the_story() {
     );
 }
 
+/// The LSNs of the snapshots `stats --json` lists.
+fn snapshot_lsns(stats: &serde_json::Value) -> Vec<u64> {
+    stats["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["lsn"].as_u64().unwrap())
+        .collect()
+}
+
 #[test]
 fn snapshot_export_import_and_stats() {
     let env = fleet();
     // Counts the snapshots direct writes' closes take (a daemon snapshots
     // on its triggers instead).
     cli_support::direct_only(&env.dir);
+    // What the registrations left: the first write's close took one (there
+    // was none yet), or a daemon's shutdown did.
+    let before: Vec<u64> = snapshot_lsns(&env.json(&["stats"]));
+    assert_eq!(before.len(), 1, "{before:?}");
     env.ok(&["heartbeat", "alice", "--at", &at("12:00:30")]);
     let snap = env.json(&["snapshot"]);
     assert_eq!(snap["lsn"], 3);
@@ -365,17 +379,10 @@ fn snapshot_export_import_and_stats() {
     assert_eq!(st["agents"], 3);
     assert_eq!(st["by_status"]["busy"], 1);
     assert_eq!(st["by_status"]["live"], 2);
-    // The snapshot the first write's close took (there was none yet), and
-    // the one taken on demand at lsn 3. The later closes took none: a
-    // one-shot write snapshots on close only when the count (50,000
-    // events) or time (60 s) trigger is due.
-    let snaps: Vec<u64> = st["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["lsn"].as_u64().unwrap())
-        .collect();
-    assert_eq!(snaps, [1, 3]);
+    // The registrations' snapshot and the one taken on demand at lsn 3. The
+    // later closes took none: a one-shot write snapshots on close only when
+    // the count (50,000 events) or time (60 s) trigger is due.
+    assert_eq!(snapshot_lsns(&st), [before[0], 3]);
     let text = env.ok(&["stats"]);
     assert!(text.contains("events      5 (lsn 1..=5)"), "{text}");
 }
