@@ -1,4 +1,4 @@
-//! Crashes of the daemon (issue 12): `agentlog serve` is killed with SIGKILL
+//! Crashes of the daemon: `agentlog serve` is killed with SIGKILL
 //! 30 times while 8 client streams keep sending durable commands (`status`,
 //! `post`, `register`), each command a real `agentlog` CLI process. Every
 //! command a client saw acknowledged (exit 0 and its JSON answer) is logged.

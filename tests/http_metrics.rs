@@ -55,19 +55,13 @@ fn metrics_count_a_known_workload_exactly() {
     assert_eq!(kind("AgentRemoved"), 0.0);
     assert_eq!(must(&page, "agentlog_last_lsn"), 12.0);
     assert_eq!(must(&page, r#"agentlog_agents{status="busy"}"#), 1.0);
-    let agents: f64 = [
-        "spawning",
-        "ready",
-        "idle",
-        "busy",
-        "live",
-        "restarting",
-        "orphaned",
-    ]
-    .iter()
-    .chain(&["failed", "exited", "permanent_dead"])
-    .map(|st| must(&page, &format!(r#"agentlog_agents{{status="{st}"}}"#)))
-    .sum();
+    let agents: f64 = agentlog::model::Status::ALL
+        .iter()
+        .map(|st| {
+            let st = st.as_str();
+            must(&page, &format!(r#"agentlog_agents{{status="{st}"}}"#))
+        })
+        .sum();
     assert_eq!(agents, 2.0);
     assert_eq!(must(&page, "agentlog_messages_live"), 2.0);
     assert_eq!(must(&page, "agentlog_messages_dropped_total"), 1.0);

@@ -18,7 +18,7 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::{self, StreamExt};
+use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -168,12 +168,7 @@ pub(super) async fn events(
         Some((events, Some((watch, Some(Instant::now())))))
     })
     .flat_map(stream::iter);
-    let all = stream::once(async { first })
-        .chain(rest)
-        .map(Ok::<_, Infallible>);
-    Sse::new(all)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    respond(stream::once(async { first }).chain(rest))
 }
 
 /// `/api/heartbeats`: `history` (the samples kept, oldest first), then a
@@ -209,10 +204,15 @@ pub(super) async fn heartbeats(State(http): State<Arc<Http>>) -> Response {
             }
         }
     });
-    let all = stream::once(async { first })
-        .chain(rest)
-        .map(Ok::<_, Infallible>);
-    Sse::new(all)
+    respond(stream::once(async { first }).chain(rest))
+}
+
+/// An SSE response of `events`, with a keep-alive comment every 15 s.
+fn respond<S>(events: S) -> Response
+where
+    S: Stream<Item = Event> + Send + 'static,
+{
+    Sse::new(events.map(Ok::<_, Infallible>))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
