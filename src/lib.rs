@@ -4,6 +4,11 @@
 //! checksummed record to a memory-mapped log; a fold rebuilds the registry;
 //! snapshots make reopening cheap and publish schema-v4 `registry.json`;
 //! compaction drops what retention no longer needs.
+//!
+//! `unsafe` is denied everywhere but `log::mmap`, which holds the map, the
+//! FIEMAP ioctl and `wait4`, each with its safety argument.
+
+#![deny(unsafe_code)]
 
 pub mod bench;
 mod bounded_decode;

@@ -21,6 +21,7 @@ pub mod bound;
 mod compaction;
 mod lock;
 mod manifest;
+#[allow(unsafe_code)] // the one module that may (see its safety arguments)
 mod mmap;
 mod open;
 mod poison;
