@@ -1,0 +1,21 @@
+//! The `agentlog` binary, run as a user runs it: every command's output, exit
+//! codes and errors, the read path beside a writer, hostile input, data loss,
+//! a full disk, the demo and `bench`.
+//!
+//! One test binary: each file of `tests/cli/` is a module here, and every
+//! group shares `tests/support/` (TESTING.md, "Layout").
+
+mod support;
+
+mod cli {
+    mod bench;
+    mod bench_harness;
+    mod commands;
+    mod dataloss;
+    mod demo;
+    mod diskfull;
+    mod hostile;
+    mod read_path;
+    mod readonly;
+    mod seedops;
+}

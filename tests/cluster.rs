@@ -1,0 +1,14 @@
+//! Several hosts over a real 3-node NATS JetStream cluster: convergence, races
+//! for a name, the sweeper lease, and NATS servers SIGKILLed under load.
+//!
+//! One test binary: each file of `tests/cluster/` is a module here, and every
+//! group shares `tests/support/` (TESTING.md, "Layout").
+
+mod support;
+
+mod cluster {
+    mod convergence;
+    mod nats_kill;
+    mod races;
+    mod sweep;
+}

@@ -1,0 +1,14 @@
+//! `agentlog serve`: the protocol over a raw socket, `watch`, who may write,
+//! and SIGKILLs under load.
+//!
+//! One test binary: each file of `tests/daemon/` is a module here, and every
+//! group shares `tests/support/` (TESTING.md, "Layout").
+
+mod support;
+
+mod daemon {
+    mod access;
+    mod crash;
+    mod protocol;
+    mod watch;
+}

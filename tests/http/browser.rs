@@ -1,0 +1,98 @@
+//! The live page in a real headless browser (Debian's chromium, driven over
+//! WebDriver by chromedriver): it shows the registered agents, shows a
+//! status change made through the CLI within a second with no reload, and
+//! renders hostile names as text. Chromium missing is a failure, not a
+//! skip: `.ci/run` installs it.
+
+use crate::support::http::*;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const HOSTILE: &str = "<script>window.__pwned=1</script>";
+const HOSTILE_MSG: &str = "<img src=x onerror=\"window.__pwned=2\">";
+
+/// The page's rows as `[name, status, message]`.
+const ROWS: &str = "return Array.from(document.querySelectorAll('#agents tbody tr')).map(\
+    tr => [tr.cells[0].textContent, tr.cells[2].textContent, tr.cells[3].textContent]);";
+
+#[test]
+fn the_live_page_shows_agents_updates_without_reload_and_escapes() {
+    let s = Store::new();
+    s.ok(&["register", "alpha", "--provider", "claude", "--cwd", "/w"]);
+    s.ok(&["register", "beta", "--provider", "codex", "--cwd", "/w"]);
+    s.ok(&["register", HOSTILE, "--provider", "claude", "--cwd", "/w"]);
+    s.ok(&["status", HOSTILE, "idle", "--message", HOSTILE_MSG]);
+    let web = Web::start(&s.dir);
+    let browser = Browser::start();
+    browser.goto(&format!("{}/", web.base));
+
+    let rows = eventually("the page to list the agents", || {
+        let v = browser.eval(ROWS);
+        (v.as_array().map_or(0, Vec::len) == 3).then_some(v)
+    });
+    let names: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [HOSTILE, "alpha", "beta"]);
+    // The hostile strings are text: shown verbatim, nothing ran, no element
+    // was made from them.
+    assert_eq!(rows[0][2], HOSTILE_MSG);
+    let pwned = browser.eval(
+        "return [window.__pwned === undefined, \
+         document.querySelectorAll('#agents script, #agents img').length];",
+    );
+    assert_eq!(pwned, json!([true, 0]));
+    eventually("the live stream to connect", || {
+        let c = browser.eval("return document.getElementById('conn').textContent;");
+        (c == "live").then_some(())
+    });
+    // Mark the document: a reload would lose the mark.
+    browser.eval("window.__same_document = 42; return null;");
+
+    s.ok(&["status", "alpha", "busy", "--message", "compiling"]);
+    let changed = Instant::now();
+    let seen = loop {
+        let rows = browser.eval(ROWS);
+        let alpha = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[0] == "alpha")
+            .cloned();
+        if alpha
+            .as_ref()
+            .is_some_and(|r| r[1] == "busy" && r[2] == "compiling")
+        {
+            break changed.elapsed();
+        }
+        assert!(
+            changed.elapsed() < Duration::from_secs(5),
+            "the status change never reached the page: {rows}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        seen < Duration::from_secs(1),
+        "the change took {seen:?} to show"
+    );
+    assert_eq!(browser.eval("return window.__same_document;"), json!(42));
+
+    // Filters and the audit timeline.
+    browser.eval(
+        "const s = document.getElementById('f-status'); s.value = 'busy'; \
+         s.dispatchEvent(new Event('input')); return null;",
+    );
+    let filtered = browser.eval(ROWS);
+    assert_eq!(filtered.as_array().unwrap().len(), 1, "{filtered}");
+    browser.eval("document.querySelector('#agents tbody tr').click(); return null;");
+    let audit = eventually("the audit timeline", || {
+        let v = browser.eval(
+            "return Array.from(document.querySelectorAll('#audit-list li')).map(li => li.textContent);",
+        );
+        (v.as_array().map_or(0, Vec::len) == 2).then_some(v)
+    });
+    assert!(audit[0].as_str().unwrap().contains("busy"), "{audit}");
+}

@@ -1,0 +1,194 @@
+//! Shared harness of the HTTP tests: a daemon started with
+//! `serve --http 127.0.0.1:0` (its address read from `hello`), plain GETs
+//! through `ureq`, the Prometheus text parsed into samples, and a WebDriver
+
+//! session on Debian's chromium through chromedriver (killed on drop).
+
+#[allow(unused_imports)] // not every test group uses each
+pub use super::daemon::{bin, eventually, Conn, Daemon, Store, NOW};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A daemon serving HTTP, and its base URL.
+pub struct Web {
+    pub daemon: Daemon,
+    pub base: String,
+}
+
+impl Web {
+    pub fn start(dir: &Path) -> Web {
+        let daemon = Daemon::start(dir, &["--http", "127.0.0.1:0"]);
+        let mut c = Conn::try_connect(dir).expect("connect");
+        let hello = c.call(json!({"id": 1, "method": "hello"}));
+        let addr = hello["result"]["http"]
+            .as_str()
+            .unwrap_or_else(|| panic!("hello names no http address: {hello}"))
+            .to_string();
+        Web {
+            daemon,
+            base: format!("http://{addr}"),
+        }
+    }
+
+    /// GET `path`: status and body.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        get(&format!("{}{path}", self.base))
+    }
+
+    #[track_caller]
+    pub fn json(&self, path: &str) -> Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {path}: {e}: {body}"))
+    }
+}
+
+fn agent() -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build();
+    ureq::Agent::new_with_config(config)
+}
+
+pub fn get(url: &str) -> (u16, String) {
+    let mut r = agent()
+        .get(url)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = r.status().as_u16();
+    (status, r.body_mut().read_to_string().unwrap())
+}
+
+fn send(method: &str, url: &str, body: &Value) -> Value {
+    let a = agent();
+    let mut r = match method {
+        "POST" => a
+            .post(url)
+            .header("content-type", "application/json")
+            .send(body.to_string()),
+        "DELETE" => a.delete(url).call(),
+        _ => a.get(url).call(),
+    }
+    .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let text = r.body_mut().read_to_string().unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {url}: {e}: {text}"))
+}
+
+/// The value of the sample `series` (name and labels exactly as rendered,
+/// e.g. `agentlog_agents{status="busy"}`) in a Prometheus text page.
+pub fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[track_caller]
+pub fn must(page: &str, series: &str) -> f64 {
+    sample(page, series).unwrap_or_else(|| panic!("no sample {series} in:\n{page}"))
+}
+
+/// chromedriver driving a headless chromium, and one session.
+pub struct Browser {
+    driver: Child,
+    url: String,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+
+impl Browser {
+    /// Starts chromedriver and a headless session. Fails (does not skip)
+    /// when chromium is missing: `.ci/run` installs it.
+    pub fn start() -> Browser {
+        for p in [CHROMIUM, CHROMEDRIVER] {
+            assert!(
+                Path::new(p).exists(),
+                "{p} is missing: the browser test needs Debian's chromium and chromium-driver \
+                 (`apt-get install -y chromium chromium-driver`, as .ci/run does)"
+            );
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(CHROMEDRIVER)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let url = format!("http://127.0.0.1:{port}");
+        let profile = tempfile::tempdir().unwrap();
+        let mut b = Browser {
+            driver,
+            url,
+            session: String::new(),
+            _profile: profile,
+        };
+        eventually("chromedriver to answer", || {
+            let r = agent().get(&format!("{}/status", b.url)).call().ok()?;
+            (r.status().as_u16() == 200).then_some(())
+        });
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": CHROMIUM,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--window-size=1280,900",
+                    format!("--user-data-dir={}", b._profile.path().display()),
+                ]
+            }
+        }}});
+        let created = send("POST", &format!("{}/session", b.url), &caps);
+        b.session = created["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("chromedriver made no session: {created}"))
+            .to_string();
+        b
+    }
+
+    fn cmd(&self, method: &str, path: &str, body: &Value) -> Value {
+        let url = format!("{}/session/{}{path}", self.url, self.session);
+        let r = send(method, &url, body);
+        assert!(r["value"].get("error").is_none(), "{method} {path}: {r}");
+        r["value"].clone()
+    }
+
+    pub fn goto(&self, url: &str) {
+        self.cmd("POST", "/url", &json!({ "url": url }));
+    }
+
+    /// Runs `script` (a function body; `return` gives the value) in the page.
+    pub fn eval(&self, script: &str) -> Value {
+        self.cmd(
+            "POST",
+            "/execute/sync",
+            &json!({"script": script, "args": []}),
+        )
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        if !self.session.is_empty() {
+            let _ = agent()
+                .delete(&format!("{}/session/{}", self.url, self.session))
+                .call();
+        }
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
