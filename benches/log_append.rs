@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentlog::log::bound::CopyBound;
+use agentlog::internals::CopyBound;
 use agentlog::log::{verify, Durability, Log, LogOptions};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 

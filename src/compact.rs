@@ -28,6 +28,9 @@
 //! with the generation it was taken in (`LogStats::generation`); after a
 //! compaction the Store should take a fresh one.
 
+/// The fleet simulation behind `agentlog bench`'s disk-growth figures:
+/// tooling, not the library's API.
+#[doc(hidden)]
 pub mod fleet;
 
 use std::collections::{BTreeMap, HashMap};
@@ -35,14 +38,15 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::log::record::record_size;
 use crate::log::{Log, LogView, Lsn};
+use crate::log::{LogError, Result};
 use crate::registry::agents::FxBuild;
 use crate::registry::codec::{self, DecodeError};
 use crate::registry::{Event, RetentionPolicy, SessionKey, State};
 use crate::time::Timestamp;
 
+#[doc(hidden)]
 pub use fleet::{simulate_steady_fleet, DiskPoint, FleetParams};
 
 /// What a compaction keeps and whether it writes anything.
@@ -151,8 +155,8 @@ struct Run {
     last_bytes: u64,
 }
 
-fn corrupt(log_dir: &std::path::Path, lsn: Lsn, e: DecodeError) -> Error {
-    Error::Corrupt {
+fn corrupt(log_dir: &std::path::Path, lsn: Lsn, e: DecodeError) -> LogError {
+    LogError::Corrupt {
         segment: log_dir.to_path_buf(),
         offset: 0,
         lsn: Some(lsn),
@@ -278,7 +282,7 @@ pub fn compact(
     let stats = log.stats();
     let view = log.view();
     if !opts.dry_run && log.sealed_end_lsn() <= state_lsn {
-        return Err(Error::InvalidArgument(format!(
+        return Err(LogError::InvalidArgument(format!(
             "cannot compact up to lsn {state_lsn}: the log is sealed only below lsn {} (call seal_active first)",
             log.sealed_end_lsn()
         )));
@@ -298,7 +302,7 @@ pub fn compact(
             // No segment boundary at state_lsn + 1: the records from
             // compacted_end to state_lsn were kept whole. The log is valid
             // (a correct partial compaction) but `retained` is not its fold.
-            return Err(Error::InvalidArgument(format!(
+            return Err(LogError::InvalidArgument(format!(
                 "compaction planned up to lsn {state_lsn} but the sealed segments end at lsn {}: the state must be taken right after seal_active",
                 out.compacted_end.saturating_sub(1)
             )));

@@ -5,33 +5,118 @@
 //! snapshots make reopening cheap and publish schema-v4 `registry.json`;
 //! compaction drops what retention no longer needs.
 //!
+//! The common types are re-exported here: open a [`Store`] to write (one
+//! writer process per directory), a [`ReadOnlyStore`] to read beside it,
+//! or the bare [`Log`] of payloads; commands append [`Event`]s that fold
+//! into a [`State`]; [`export`] and [`import`] read and write the schema-v4
+//! `registry.json`; a [`Client`] talks to a running daemon, and a
+//! [`ClusterNode`] shares one registry among hosts over NATS.
+//!
+//! ```
+//! use agentlog::{ReadOnlyStore, Registration, Store, StoreOptions, Timestamp};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let at = Timestamp::parse_rfc3339("2030-01-01T00:00:00Z")?;
+//! let store = Store::open(dir.path(), StoreOptions::short_lived())?;
+//! let mut reg = Registration::new("builder", "claude", "/work");
+//! reg.pid = Some(4242);
+//! store.register(reg, Some(at))?;
+//! store.heartbeat("builder", Some(4242), Some(at))?;
+//! store.close()?;
+//!
+//! // A reader takes no lock: it runs beside a live writer.
+//! let read = ReadOnlyStore::open(dir.path(), &StoreOptions::default())?.state()?;
+//! let agent = read.state.agent("builder").expect("registered");
+//! assert_eq!(agent.pid, Some(4242));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layout
+//!
+//! The library, by layer, bottom up:
+//!
+//! - [`log`]: the log engine. Segments, records, seals, recovery, verify and
+//!   the lock-free reader; knows bytes and LSNs, nothing of agents. Its bytes
+//!   are specified in FORMAT.md.
+//! - [`registry`]: the pure registry. [`Event`]s, command validation, the
+//!   fold into a [`State`], queries, sweep and retention; no I/O.
+//! - [`store`]: the registry over the log. [`Store`] validates a command
+//!   against the state, appends its events and folds them; it takes
+//!   snapshots and opens from the newest trusted one. [`ReadOnlyStore`] reads
+//!   beside a writer and takes no lock.
+//! - [`compact`]: retention applied to the log (which records survive) and
+//!   the automatic compaction policy.
+//! - [`export`], [`import`], [`check`]: the schema-v4 `registry.json` that
+//!   other tools read and write, and the readers' contract it must meet.
+//! - [`daemon`]: `agentlog serve` (one process owns the store and serves
+//!   PROTOCOL.md over a Unix socket, optionally HTTP) and its [`Client`].
+//! - [`cluster`]: a [`ClusterNode`] mirrors a fleet's NATS JetStream stream
+//!   into a local store.
+//! - [`model`], [`time`]: the agent's fields and timestamps shared by all.
+//!
+//! Not the library's API, hidden from these docs (public only because the
+//! `agentlog` binary, the benches or the tests are separate crates):
+//! `bench` (the benchmark harness), `ops` (the command line's operations),
+//! `snapshot`, `layout`, `files`, `fslock`, `telemetry`, `fuzzing`, and
+//! `internals` (engine internals the format tests and benches check).
+//!
 //! `unsafe` is denied everywhere but `log::mmap`, which holds the map, the
 //! FIEMAP ioctl and `wait4`, each with its safety argument.
 
 #![deny(unsafe_code)]
 
-pub mod bench;
 mod bounded_decode;
+
 pub mod check;
 pub mod cluster;
 pub mod compact;
 pub mod daemon;
-pub mod error;
 pub mod export;
+pub mod import;
+pub mod log;
+pub mod model;
+pub mod registry;
+pub mod store;
+pub mod time;
+
+// Tooling and internals (see "Layout"): not the library's API.
+#[doc(hidden)]
+pub mod bench;
+#[doc(hidden)]
 pub mod files;
+#[doc(hidden)]
 pub mod fslock;
 /// Entry points for the fuzz targets: not a stable API (see the module).
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod import;
+#[doc(hidden)]
 pub mod layout;
-pub mod log;
-pub mod model;
+#[doc(hidden)]
 pub mod ops;
-pub mod registry;
+#[doc(hidden)]
 pub mod snapshot;
-pub mod store;
+#[doc(hidden)]
 pub mod telemetry;
-pub mod time;
 
-pub use error::{Error, Result};
+pub use cluster::{ClusterError, ClusterNode, ClusterOptions};
+pub use daemon::client::{Client, ClientError};
+pub use export::{ExportError, ExportOptions, ExportReport};
+pub use import::{ImportError, ParsedRegistry};
+pub use log::{Durability, Log, LogError, LogOptions, LogReader, Lsn};
+pub use model::{Agent, Status};
+pub use registry::{Event, EventKind, Registration, RegistryError, State};
+pub use store::{ReadOnlyStore, Store, StoreError, StoreOptions};
+pub use time::Timestamp;
+
+/// Engine internals for the format tests, the fuzz targets and the benches:
+/// the record and segment encodings, seal footers, and the bare-copy speed
+/// bound. **Not a stable API**; hidden from the docs.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::log::bound::CopyBound;
+    pub use crate::log::record::{
+        checksum, encode_record, parse_at, record_size, Parsed, CONT, LEN_MASK,
+    };
+    pub use crate::log::seal::{data_crc, footer_offset, SealFooter, SEAL_FOOTER};
+    pub use crate::log::segment::{SegHeader, SEG_HDR};
+}

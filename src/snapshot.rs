@@ -116,7 +116,7 @@ pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Resu
     // The folder's own entry is fsynced in its parent too (a new store's
     // `snapshots/` must survive a power loss with the snapshot in it).
     crate::log::create_dir_durable(dir).map_err(|e| match e {
-        crate::Error::Io { source, .. } | crate::Error::DiskFull { source, .. } => {
+        crate::log::LogError::Io { source, .. } | crate::log::LogError::DiskFull { source, .. } => {
             io_err("create folder", dir)(source)
         }
         other => io_err("create folder", dir)(std::io::Error::other(other.to_string())),

@@ -55,7 +55,7 @@ pub enum StoreError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
-    Log(#[from] crate::Error),
+    Log(#[from] crate::log::LogError),
     /// A record that does not decode (e.g. written by a newer agentlog).
     #[error("log {dir}: event at lsn {lsn}: {source}")]
     Decode {

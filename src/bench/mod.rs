@@ -78,7 +78,7 @@ pub enum BenchError {
         message: String,
     },
     #[error("agentlog under benchmark failed: {0}")]
-    Engine(#[from] crate::error::Error),
+    Engine(#[from] crate::log::LogError),
     #[error("agentlog store under benchmark failed: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("a benchmark writer thread panicked: {0}")]

@@ -15,8 +15,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{compact, AutoPolicy, CompactOptions, DropEstimator};
-use crate::error::{Error, Result};
 use crate::log::{Durability, Log, LogOptions};
+use crate::log::{LogError, Result};
 use crate::model::Status;
 use crate::registry::codec::{encode_heartbeat_into, encode_into};
 use crate::registry::{Registration, State};
@@ -78,9 +78,9 @@ pub struct DiskPoint {
 /// Apparent size of every file under `dir` (recursively).
 pub fn disk_usage(dir: &Path) -> Result<u64> {
     let mut total = 0;
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let e = e.map_err(|e| Error::io(dir, e))?;
-        let md = e.metadata().map_err(|err| Error::io(e.path(), err))?;
+    for e in std::fs::read_dir(dir).map_err(|e| LogError::io(dir, e))? {
+        let e = e.map_err(|e| LogError::io(dir, e))?;
+        let md = e.metadata().map_err(|err| LogError::io(e.path(), err))?;
         total += if md.is_dir() {
             disk_usage(&e.path())?
         } else {
@@ -94,7 +94,7 @@ pub fn disk_usage(dir: &Path) -> Result<u64> {
 /// the disk curve, one point per `sample_secs` plus the end.
 pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoint>> {
     if p.agents == 0 || p.rate == 0 || p.lifetime_secs == 0 || p.sample_secs == 0 {
-        return Err(Error::InvalidArgument(format!(
+        return Err(LogError::InvalidArgument(format!(
             "fleet parameters must be positive: {p:?}"
         )));
     }
@@ -126,7 +126,7 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
         state
             .apply_payload(lsn, buf)
             .and_then(|_| est.observe(lsn, buf))
-            .map_err(|e| Error::InvalidArgument(format!("simulated event {lsn}: {e}")))
+            .map_err(|e| LogError::InvalidArgument(format!("simulated event {lsn}: {e}")))
     };
     let at_of = |i: u64| start.add_millis((i * 1000 / p.rate) as i64);
     let mut register = |state: &mut State,
@@ -141,7 +141,7 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
         reg.pid = Some(pid);
         let ev = state
             .check_register(reg, at)
-            .map_err(|e| Error::InvalidArgument(format!("register {name}: {e}")))?;
+            .map_err(|e| LogError::InvalidArgument(format!("register {name}: {e}")))?;
         encode_into(&ev, buf);
         append(buf, state, est)?;
         Ok((name, pid))
@@ -160,7 +160,7 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
             let (name, _) = &live[rr];
             let ev = state
                 .check_set_status(name, Status::Exited, None, at)
-                .map_err(|e| Error::InvalidArgument(format!("finish {name}: {e}")))?;
+                .map_err(|e| LogError::InvalidArgument(format!("finish {name}: {e}")))?;
             encode_into(&ev, &mut buf);
             append(&buf, &mut state, &mut est)?;
             live[rr] = register(&mut state, &mut est, at, &mut buf)?;

@@ -8,7 +8,7 @@ use std::path::Path;
 use super::mmap::Map;
 use super::record::{encode_header, hasher_for, record_size, REC_HDR};
 use super::segment::{preallocate, SEG_HDR};
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 /// memcpy + crc32 into a preallocated, mapped file; when full it moves on to
 /// a fresh file (like the log's segments), so it pays the same page faults.
@@ -23,9 +23,9 @@ pub struct CopyBound {
 impl CopyBound {
     /// Create `path`, preallocate `size` bytes and map it.
     pub fn new(path: &Path, size: u64) -> Result<CopyBound> {
-        let file = crate::files::create_fresh(path).map_err(|e| Error::io(path, e))?;
-        preallocate(&file, 0, size, false).map_err(|e| Error::io(path, e))?;
-        let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(path, e))?;
+        let file = crate::files::create_fresh(path).map_err(|e| LogError::io(path, e))?;
+        preallocate(&file, 0, size, false).map_err(|e| LogError::io(path, e))?;
+        let map = Map::map_rw(&file, size as usize).map_err(|e| LogError::io(path, e))?;
         Ok(CopyBound {
             map,
             off: SEG_HDR,

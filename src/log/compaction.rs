@@ -21,7 +21,7 @@ use super::record::{encode_record, parse_at, record_size, Parsed};
 use super::seal::{footer_offset, sealed_len, SealFooter, SEAL_RESERVE};
 use super::segment::{self, file_name, SegHeader, Segment, SEG_HDR};
 use super::{lock, Log, Lsn};
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 use std::os::unix::fs::FileExt;
 
 /// Where a test can make a compaction fail (`FaultInjection::fail_compaction_at`).
@@ -82,7 +82,7 @@ impl<'a> GenWriter<'a> {
         // A link at the generation's name would put the compacted segments
         // in someone else's folder: refused, never followed.
         if fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(LogError::InvalidArgument(format!(
                 "{} is a symbolic link; agentlog does not follow links inside a store \
                  (one may have been planted): remove it",
                 dir.display()
@@ -109,10 +109,10 @@ impl<'a> GenWriter<'a> {
             self.finish_current()?;
             let id = self.ids.fetch_add(1, Ordering::AcqRel);
             let path = self.dir.join(file_name(lsn));
-            let f = crate::files::create_fresh(&path).map_err(|e| Error::io(&path, e))?;
+            let f = crate::files::create_fresh(&path).map_err(|e| LogError::io(&path, e))?;
             let mut w = BufWriter::with_capacity(1 << 16, f);
             w.write_all(&SegHeader::new(id, lsn, true).encode())
-                .map_err(|e| Error::io(&path, e))?;
+                .map_err(|e| LogError::io(&path, e))?;
             self.files.push((lsn, id));
             let mut crc = crc32fast::Hasher::new();
             crc.update(&id.to_le_bytes());
@@ -130,7 +130,7 @@ impl<'a> GenWriter<'a> {
         let c = self.cur.as_mut().expect("current file");
         let rec = encode_record(c.id, lsn, false, payload);
         c.w.write_all(&rec)
-            .map_err(|e| Error::io(c.path.as_path(), e))?;
+            .map_err(|e| LogError::io(c.path.as_path(), e))?;
         c.crc.update(&rec);
         c.used += size;
         c.last_lsn = lsn;
@@ -142,7 +142,7 @@ impl<'a> GenWriter<'a> {
         if let Some(c) = self.cur.take() {
             let f =
                 c.w.into_inner()
-                    .map_err(|e| Error::io(&c.path, e.into_error()))?;
+                    .map_err(|e| LogError::io(&c.path, e.into_error()))?;
             let len = sealed_len(c.used);
             let footer = SealFooter {
                 used: c.used as u64,
@@ -154,7 +154,7 @@ impl<'a> GenWriter<'a> {
             f.set_len(len as u64)
                 .and_then(|_| f.write_all_at(&footer.encode(), footer_offset(c.used) as u64))
                 .and_then(|_| f.sync_all())
-                .map_err(|e| Error::io(&c.path, e))?;
+                .map_err(|e| LogError::io(&c.path, e))?;
             self.bytes += len as u64;
         }
         Ok(())
@@ -233,7 +233,7 @@ impl Log {
                     }
                     Parsed::End => break,
                     Parsed::Bad { reason, lsn } => {
-                        return Err(Error::Corrupt {
+                        return Err(LogError::Corrupt {
                             segment: s.path.clone(),
                             offset: off as u64,
                             lsn,
@@ -260,7 +260,7 @@ impl Log {
         // From the rename on, the disk may name the new generation while
         // memory still has the old: any failure poisons the log, so this
         // process neither writes under nor deletes the committed generation.
-        let poison = |e: Error| inner.poison_with(&e);
+        let poison = |e: LogError| inner.poison_with(&e);
         commit_tmp(&inner.dir)
             .and_then(|_| inner.inject(CompactionStep::ManifestRenamed))
             .map_err(poison)?;
@@ -284,10 +284,10 @@ impl Log {
         // Delete what the new generation replaces (open would do it after a crash).
         if old_gen > 0 {
             let old = gen_dir(&inner.dir, old_gen);
-            fs::remove_dir_all(&old).map_err(|e| poison(Error::io(&old, e)))?;
+            fs::remove_dir_all(&old).map_err(|e| poison(LogError::io(&old, e)))?;
         }
         for s in inputs.iter().filter(|s| !s.hdr.compacted()) {
-            fs::remove_file(&s.path).map_err(|e| poison(Error::io(&s.path, e)))?;
+            fs::remove_file(&s.path).map_err(|e| poison(LogError::io(&s.path, e)))?;
         }
         segment::sync_dir(&inner.dir).map_err(poison)?;
         Ok(out)
@@ -305,7 +305,7 @@ fn open_generation(gdir: &Path, files: &[(Lsn, u64)]) -> Result<Vec<Arc<Segment>
         let sc = super::recovery::scan_sealed(bytes, &s.hdr, prev_last)
             .unwrap_or_else(|| super::recovery::scan(bytes, &s.hdr, prev_last));
         if let Some(pr) = sc.problem {
-            return Err(Error::Corrupt {
+            return Err(LogError::Corrupt {
                 segment: s.path.clone(),
                 offset: pr.offset as u64,
                 lsn: pr.lsn,
@@ -322,7 +322,9 @@ fn open_generation(gdir: &Path, files: &[(Lsn, u64)]) -> Result<Vec<Arc<Segment>
 impl super::Inner {
     fn inject(&self, step: CompactionStep) -> Result<()> {
         if self.opts.faults.fail_compaction_at == Some(step) {
-            return Err(Error::Injected(format!("compaction failure at {step:?}")));
+            return Err(LogError::Injected(format!(
+                "compaction failure at {step:?}"
+            )));
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 /// How long a lock held under this process's own pid may linger (see `acquire`).
 const OWN_LOCK_GRACE: Duration = Duration::from_secs(1);
@@ -49,15 +49,15 @@ fn open_lock_file(path: &Path) -> Result<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => Error::InvalidArgument(format!(
+            Some(libc::ELOOP) => LogError::InvalidArgument(format!(
                 "{} is a symbolic link; the writer lock must be a regular file (remove the link)",
                 path.display()
             )),
-            _ => Error::io(path, e),
+            _ => LogError::io(path, e),
         })?;
-    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    let meta = file.metadata().map_err(|e| LogError::io(path, e))?;
     if !meta.is_file() {
-        return Err(Error::InvalidArgument(format!(
+        return Err(LogError::InvalidArgument(format!(
             "{} is not a regular file; the writer lock must be one (remove it)",
             path.display()
         )));
@@ -67,11 +67,11 @@ fn open_lock_file(path: &Path) -> Result<File> {
 
 /// Whether `file` is still the inode at `path`.
 fn still_at_path(file: &File, path: &Path) -> Result<bool> {
-    let held = file.metadata().map_err(|e| Error::io(path, e))?;
+    let held = file.metadata().map_err(|e| LogError::io(path, e))?;
     match std::fs::symlink_metadata(path) {
         Ok(now) => Ok(now.dev() == held.dev() && now.ino() == held.ino()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(Error::io(path, e)),
+        Err(e) => Err(LogError::io(path, e)),
     }
 }
 
@@ -80,7 +80,7 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
     let path: PathBuf = dir.join("LOCK");
     let mut deadline = timeout.map(|t| Instant::now() + t);
     let mut own_grace = false;
-    let dir_file = File::open(dir).map_err(|e| Error::io(dir, e))?;
+    let dir_file = File::open(dir).map_err(|e| LogError::io(dir, e))?;
     let file = loop {
         let file = open_lock_file(&path)?;
         let locked = match dir_file.try_lock() {
@@ -88,15 +88,15 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
                 Ok(()) => true,
                 Err(e) => {
                     // Held on LOCK alone (an older agentlog): wait for it.
-                    dir_file.unlock().map_err(|e| Error::io(dir, e))?;
+                    dir_file.unlock().map_err(|e| LogError::io(dir, e))?;
                     match e {
                         TryLockError::WouldBlock => false,
-                        TryLockError::Error(e) => return Err(Error::io(&path, e)),
+                        TryLockError::Error(e) => return Err(LogError::io(&path, e)),
                     }
                 }
             },
             Err(TryLockError::WouldBlock) => false,
-            Err(TryLockError::Error(e)) => return Err(Error::io(dir, e)),
+            Err(TryLockError::Error(e)) => return Err(LogError::io(dir, e)),
         };
         if locked {
             if still_at_path(&file, &path)? {
@@ -104,7 +104,7 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
             }
             // LOCK was deleted or replaced after we opened it: retake the
             // locks with the file now at the path.
-            dir_file.unlock().map_err(|e| Error::io(dir, e))?;
+            dir_file.unlock().map_err(|e| LogError::io(dir, e))?;
             continue;
         }
         match deadline {
@@ -122,14 +122,14 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
                     deadline = Some(Instant::now() + OWN_LOCK_GRACE);
                     continue;
                 }
-                return Err(Error::Locked { pid, path });
+                return Err(LogError::Locked { pid, path });
             }
         }
     };
     let line = format!("{}\n", std::process::id());
     file.write_all_at(line.as_bytes(), 0)
         .and_then(|_| file.set_len(line.len() as u64))
-        .map_err(|e| Error::io(&path, e))?;
+        .map_err(|e| LogError::io(&path, e))?;
     Ok(LockFile {
         _dir: dir_file,
         _file: file,
@@ -173,7 +173,7 @@ mod tests {
         let _first = acquire(dir.path(), None).unwrap();
         std::fs::remove_file(dir.path().join("LOCK")).unwrap();
         let e = acquire(dir.path(), None).unwrap_err();
-        assert!(matches!(e, Error::Locked { .. }), "{e}");
+        assert!(matches!(e, LogError::Locked { .. }), "{e}");
     }
 
     #[test]

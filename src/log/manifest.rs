@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::record::u64_at;
 use super::segment::sync_dir;
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 pub const MAGIC: &[u8; 8] = b"AGLOGMAN";
 pub const VERSION: u32 = 1;
@@ -60,7 +60,7 @@ impl Manifest {
     }
 
     pub fn decode(b: &[u8], path: &Path) -> Result<Manifest> {
-        let bad = |offset: u64, reason: &str| Error::Corrupt {
+        let bad = |offset: u64, reason: &str| LogError::Corrupt {
             segment: path.to_path_buf(),
             offset,
             lsn: None,
@@ -102,7 +102,7 @@ impl Manifest {
         match fs::read(&path) {
             Ok(b) => Manifest::decode(&b, &path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Manifest::default()),
-            Err(e) => Err(Error::io(&path, e)),
+            Err(e) => Err(LogError::io(&path, e)),
         }
     }
 
@@ -117,10 +117,10 @@ impl Manifest {
     /// Write and fsync `dir/MANIFEST.tmp` (nothing is committed yet).
     pub fn write_tmp(&self, dir: &Path) -> Result<()> {
         let tmp = dir.join("MANIFEST.tmp");
-        let mut f = crate::files::create_fresh(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let mut f = crate::files::create_fresh(&tmp).map_err(|e| LogError::io(&tmp, e))?;
         f.write_all(&self.encode())
             .and_then(|_| f.sync_all())
-            .map_err(|e| Error::io(&tmp, e))
+            .map_err(|e| LogError::io(&tmp, e))
     }
 }
 
@@ -128,15 +128,15 @@ impl Manifest {
 /// attempted the commit may have happened, whatever this returns.
 pub fn commit_tmp(dir: &Path) -> Result<()> {
     let path = dir.join("MANIFEST");
-    fs::rename(dir.join("MANIFEST.tmp"), &path).map_err(|e| Error::io(&path, e))?;
+    fs::rename(dir.join("MANIFEST.tmp"), &path).map_err(|e| LogError::io(&path, e))?;
     sync_dir(dir)
 }
 
 /// The highest generation directory present in `dir` (0 if none).
 pub fn max_gen_on_disk(dir: &Path) -> Result<u64> {
     let mut max = 0;
-    for ent in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        let ent = ent.map_err(|e| Error::io(dir, e))?;
+    for ent in fs::read_dir(dir).map_err(|e| LogError::io(dir, e))? {
+        let ent = ent.map_err(|e| LogError::io(dir, e))?;
         if let Some(g) = ent.file_name().to_str().and_then(parse_gen_dir) {
             max = max.max(g);
         }

@@ -16,9 +16,9 @@
 //! `sync` (briefly, at rotation). The group-commit leader takes `writer`
 //! only while holding no other lock, so waiting on `sync` never blocks appends.
 
-#[doc(hidden)]
-pub mod bound;
+pub(crate) mod bound;
 mod compaction;
+mod error;
 mod lock;
 mod manifest;
 #[allow(unsafe_code)] // the one module that may (see its safety arguments)
@@ -26,10 +26,10 @@ mod mmap;
 mod open;
 mod poison;
 mod reader;
-pub mod record;
+pub(crate) mod record;
 pub(crate) mod recovery;
-pub mod seal;
-pub mod segment;
+pub(crate) mod seal;
+pub(crate) mod segment;
 mod tail;
 mod verify;
 mod view;
@@ -44,6 +44,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use compaction::{CompactionOutcome, CompactionStep};
+pub use error::{LogError, Result};
 pub use reader::LogReader;
 pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
 
@@ -52,7 +53,6 @@ pub use view::{LogIter, LogView, RecordRef};
 pub(crate) use mmap::wait_child;
 pub(crate) use open::list_live;
 
-use crate::error::{Error, Result};
 use record::{encode_header, hasher_for, record_size, CONT, MAX_PAYLOAD, REC_HDR};
 use segment::{Prepared, Segment, SEG_HDR};
 
@@ -277,7 +277,7 @@ pub(crate) fn create_dir_durable(dir: &Path) -> Result<()> {
         Ok(()) => {}
         // Created concurrently by someone else: their fsync, or ours below.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => {}
-        Err(e) => return Err(Error::io(dir, e)),
+        Err(e) => return Err(LogError::io(dir, e)),
     }
     match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
         Some(parent) => segment::sync_dir(parent),
@@ -293,7 +293,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn check_options(o: &LogOptions) -> Result<()> {
-    let bad = |m: String| Err(Error::InvalidArgument(m));
+    let bad = |m: String| Err(LogError::InvalidArgument(m));
     if !o.segment_size.is_multiple_of(4096) || o.segment_size < 8192 {
         return bad(format!(
             "segment_size {} must be a multiple of 4096 and at least 8192",
@@ -414,7 +414,7 @@ impl Log {
     pub fn append_batch(&self, payloads: &[&[u8]], d: Durability) -> Result<RangeInclusive<Lsn>> {
         let inner = &*self.inner;
         if payloads.is_empty() {
-            return Err(Error::InvalidArgument("empty batch".into()));
+            return Err(LogError::InvalidArgument("empty batch".into()));
         }
         let mut total = 0;
         for p in payloads {
@@ -455,7 +455,7 @@ impl Log {
     /// other waiting threads).
     pub fn wait_durable(&self, lsn: Lsn) -> Result<()> {
         if lsn > self.inner.last_lsn.load(Ordering::Acquire) {
-            return Err(Error::InvalidArgument(format!(
+            return Err(LogError::InvalidArgument(format!(
                 "lsn {lsn} has not been appended"
             )));
         }
@@ -593,7 +593,7 @@ impl Drop for ZeroOnUnwind<'_> {
 impl Inner {
     fn check_poison(&self) -> Result<()> {
         match self.poison.get() {
-            Some(d) => Err(Error::FsyncFailed { detail: d.clone() }),
+            Some(d) => Err(LogError::FsyncFailed { detail: d.clone() }),
             None => Ok(()),
         }
     }
@@ -601,27 +601,27 @@ impl Inner {
     /// Poison after a failed sync: the page cache may now hold pages that
     /// look written but never reach the disk, so the marker makes the next
     /// process refuse to open (see `poison`) instead of trusting them.
-    fn poison_sync(&self, e: &Error) -> Error {
+    fn poison_sync(&self, e: &LogError) -> LogError {
         poison::write_marker(&self.dir, &e.to_string());
         self.poison_with(e)
     }
 
-    fn poison_with(&self, e: &Error) -> Error {
+    fn poison_with(&self, e: &LogError) -> LogError {
         let _ = self.poison.set(e.to_string());
         tracing::error!(dir = %self.dir.display(), error = %e, "log poisoned");
-        Error::FsyncFailed {
+        LogError::FsyncFailed {
             detail: self.poison.get().cloned().unwrap_or_default(),
         }
     }
 
     fn check_len(&self, len: usize) -> Result<()> {
         if len == 0 {
-            return Err(Error::InvalidArgument(
+            return Err(LogError::InvalidArgument(
                 "empty payloads are not allowed".into(),
             ));
         }
         if len > self.opts.max_record_size as usize {
-            return Err(Error::RecordTooLarge {
+            return Err(LogError::RecordTooLarge {
                 len,
                 max: self.opts.max_record_size,
             });
@@ -727,7 +727,7 @@ impl Inner {
     fn rotate(&self, w: &mut Writer, need: usize) -> Result<()> {
         let ahead = w.prepared.take().map(|h| {
             h.join().unwrap_or_else(|_| {
-                Err(Error::InvalidArgument(
+                Err(LogError::InvalidArgument(
                     "segment preparation panicked".into(),
                 ))
             })
@@ -735,7 +735,7 @@ impl Inner {
         let fits = |p: &segment::Prepared| SEG_HDR + need + seal::SEAL_RESERVE <= p.map.len();
         let prepared = match ahead {
             Some(Ok(p)) if fits(&p) => p,
-            Some(Err(e)) if !matches!(e, Error::DiskFull { .. }) => return Err(e),
+            Some(Err(e)) if !matches!(e, LogError::DiskFull { .. }) => return Err(e),
             // None prepared, the full-size one did not fit the disk, or the
             // batch does not fit it: a segment sized to the free space and
             // at least to the batch (see `segment::fitting_size`).
@@ -765,7 +765,7 @@ impl Inner {
         };
         if self.opts.faults.fail_syncs {
             prepared.discard();
-            return Err(self.poison_sync(&Error::Injected("sync failure".into())));
+            return Err(self.poison_sync(&LogError::Injected("sync failure".into())));
         }
         // A main-directory segment holds consecutive LSNs from its first.
         let first = w.active.hdr.first_lsn;
@@ -840,13 +840,16 @@ impl Inner {
             (w.active.clone(), w.write_off, w.next_lsn - 1)
         };
         if self.opts.faults.fail_syncs {
-            return Err(Error::Injected(format!("msync of {}", seg.path.display())));
+            return Err(LogError::Injected(format!(
+                "msync of {}",
+                seg.path.display()
+            )));
         }
         let from = seg.synced.load(Ordering::Acquire) & !4095;
         if end > from {
             seg.map
                 .flush(from, end - from)
-                .map_err(|e| Error::io(&seg.path, e))?;
+                .map_err(|e| LogError::io(&seg.path, e))?;
             seg.synced.fetch_max(end, Ordering::AcqRel);
         }
         Ok(last)

@@ -14,7 +14,7 @@ use super::seal::SEAL_RESERVE;
 use super::segment::{self, Segment, SEG_HDR};
 use super::tail::{Mark, TailHint};
 use super::{recovery, LogOptions, Lsn, RecoveryMode, RecoveryReport, TailCut};
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 /// What recovery hands to `Log::open`.
 pub(crate) struct Opened {
@@ -35,8 +35,8 @@ pub(super) fn corrupt(
     offset: usize,
     lsn: Option<Lsn>,
     reason: impl Into<String>,
-) -> Error {
-    Error::Corrupt {
+) -> LogError {
+    LogError::Corrupt {
         segment: seg.to_path_buf(),
         offset: offset as u64,
         lsn,
@@ -265,7 +265,7 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
             }
         } else {
             // Whatever the previous writer left in the page cache becomes durable now.
-            s.map.flush(0, end).map_err(|e| Error::io(&s.path, e))?;
+            s.map.flush(0, end).map_err(|e| LogError::io(&s.path, e))?;
             s.synced.store(end, Ordering::Release);
         }
         s
@@ -298,11 +298,11 @@ fn cut_tail(s: &Segment, pr: &recovery::Problem) -> Result<TailCut> {
     let bytes = &s.map.bytes(s.map.len())[pr.offset..pr.tail_end];
     fs::write(&broken, bytes)
         .and_then(|_| fs::File::open(&broken)?.sync_all())
-        .map_err(|e| Error::io(&broken, e))?;
+        .map_err(|e| LogError::io(&broken, e))?;
     s.map.zero(pr.offset, pr.tail_end - pr.offset);
     s.map
         .flush(pr.offset, pr.tail_end - pr.offset)
-        .map_err(|e| Error::io(&s.path, e))?;
+        .map_err(|e| LogError::io(&s.path, e))?;
     if let Some(dir) = s.path.parent() {
         segment::sync_dir(dir)?;
     }
@@ -348,9 +348,9 @@ pub(crate) fn list_live(
         Vec::new()
     };
     let mut main: Vec<(Lsn, PathBuf)> = Vec::new();
-    let rd = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let rd = fs::read_dir(dir).map_err(|e| LogError::io(dir, e))?;
     for ent in rd {
-        let ent = ent.map_err(|e| Error::io(dir, e))?;
+        let ent = ent.map_err(|e| LogError::io(dir, e))?;
         let name = ent.file_name();
         let Some(name) = name.to_str() else { continue };
         let path = ent.path();
@@ -375,7 +375,7 @@ pub(crate) fn list_live(
                 } else {
                     fs::remove_file(&path)
                 };
-                res.map_err(|e| Error::io(&path, e))?;
+                res.map_err(|e| LogError::io(&path, e))?;
                 r.push(path);
             }
         }
@@ -383,12 +383,12 @@ pub(crate) fn list_live(
     if m.generation > 0 {
         if let Some(r) = removed {
             // Files in the current generation directory that the MANIFEST does not list.
-            let rd = fs::read_dir(&gdir).map_err(|e| Error::io(&gdir, e))?;
+            let rd = fs::read_dir(&gdir).map_err(|e| LogError::io(&gdir, e))?;
             let mut any = false;
             for ent in rd {
-                let path = ent.map_err(|e| Error::io(&gdir, e))?.path();
+                let path = ent.map_err(|e| LogError::io(&gdir, e))?.path();
                 if !gen.contains(&path) {
-                    fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                    fs::remove_file(&path).map_err(|e| LogError::io(&path, e))?;
                     r.push(path);
                     any = true;
                 }

@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::segment::sync_dir;
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 const MARKER: &str = "POISONED";
 
@@ -43,7 +43,7 @@ pub(super) fn write_marker(dir: &Path, detail: &str) {
     let text = format!("boot {boot}\npid {}\n{detail}\n", std::process::id());
     let res = crate::files::create_fresh(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
-        .map_err(|e| Error::io(&path, e))
+        .map_err(|e| LogError::io(&path, e))
         .and_then(|_| sync_dir(dir));
     if let Err(e) = res {
         tracing::error!(path = %path.display(), error = %e, "cannot write the poison marker");
@@ -57,7 +57,7 @@ pub(super) fn check_marker(dir: &Path) -> Result<()> {
     let text = match fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(&path, e)),
+        Err(e) => return Err(LogError::io(&path, e)),
     };
     let marked_boot = text.lines().next().and_then(|l| l.strip_prefix("boot "));
     let rebooted = match (marked_boot, boot_id()) {
@@ -66,11 +66,11 @@ pub(super) fn check_marker(dir: &Path) -> Result<()> {
     };
     if rebooted {
         tracing::warn!(path = %path.display(), "a sync failed before the last reboot; recovering from what reached the disk");
-        fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        fs::remove_file(&path).map_err(|e| LogError::io(&path, e))?;
         return sync_dir(dir);
     }
     let detail = text.lines().skip(2).collect::<Vec<_>>().join(" ");
-    Err(Error::Poisoned {
+    Err(LogError::Poisoned {
         marker: path,
         detail,
     })

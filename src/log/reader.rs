@@ -32,7 +32,7 @@ use super::segment::{self, Segment, SEG_HDR};
 use super::tail::{Resume, TailHint};
 use super::view::LogView;
 use super::{list_live, Lsn, TornTail};
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 /// A read-only follower of a log directory.
 #[derive(Debug)]
@@ -49,8 +49,8 @@ pub struct LogReader {
 }
 
 /// A file vanished under a reader (compaction deleted it): start over.
-pub(super) fn is_not_found(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+pub(super) fn is_not_found(e: &LogError) -> bool {
+    matches!(e, LogError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// How many times opening starts over when compaction swaps files under it.

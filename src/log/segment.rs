@@ -18,7 +18,7 @@ use super::seal::{data_crc, footer_offset, SealFooter, FIXED_FOOTER_VERSION, SEA
 use super::record::{all_zero, u64_at};
 use super::recovery::{self, Scan};
 use super::tail::Mark;
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 /// Segment header size; records start here.
 pub const SEG_HDR: usize = 64;
@@ -147,7 +147,7 @@ pub fn parse_file_name(name: &str) -> Option<u64> {
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, e))
+        .map_err(|e| LogError::io(dir, e))
 }
 
 /// One mapped segment (the writer's, a reader's or verify's).
@@ -187,9 +187,9 @@ impl Segment {
             .read(true)
             .write(writable)
             .open(path)
-            .map_err(|e| Error::io(path, e))?;
-        let len = file.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
-        let corrupt = |reason: &str| Error::Corrupt {
+            .map_err(|e| LogError::io(path, e))?;
+        let len = file.metadata().map_err(|e| LogError::io(path, e))?.len() as usize;
+        let corrupt = |reason: &str| LogError::Corrupt {
             segment: path.to_path_buf(),
             offset: 0,
             lsn: None,
@@ -203,14 +203,14 @@ impl Segment {
         } else {
             Map::map_ro(&file, len)
         }
-        .map_err(|e| Error::io(path, e))?;
+        .map_err(|e| LogError::io(path, e))?;
         // Read with pread, not through the map: touching a map faults in a
         // whole (possibly large) folio, and an opener touches every segment.
         let mut head = [0u8; SEG_HDR];
         {
             use std::os::unix::fs::FileExt;
             file.read_exact_at(&mut head, 0)
-                .map_err(|e| Error::io(path, e))?;
+                .map_err(|e| LogError::io(path, e))?;
         }
         let hdr = SegHeader::decode(&head).map_err(corrupt)?;
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -273,8 +273,9 @@ impl Segment {
     /// Remap after the file grew (writer reopening a trimmed newest segment).
     pub fn extend_to(self, size: u64, zero_fill: bool) -> Result<Segment> {
         let from = self.map.len() as u64;
-        preallocate(&self.file, from, size, zero_fill).map_err(|e| Error::io(&self.path, e))?;
-        let map = Map::map_rw(&self.file, size as usize).map_err(|e| Error::io(&self.path, e))?;
+        preallocate(&self.file, from, size, zero_fill).map_err(|e| LogError::io(&self.path, e))?;
+        let map =
+            Map::map_rw(&self.file, size as usize).map_err(|e| LogError::io(&self.path, e))?;
         Ok(Segment { map, ..self })
     }
 
@@ -295,7 +296,7 @@ impl Segment {
         last_lsn: Option<u64>,
         records: u64,
     ) -> Result<()> {
-        let io = |e| Error::io(&self.path, e);
+        let io = |e| LogError::io(&self.path, e);
         let synced = self.synced.load(Ordering::Acquire) & !4095;
         if used > synced {
             self.map.flush(synced, used - synced).map_err(io)?;
@@ -307,7 +308,7 @@ impl Segment {
             footer_offset(used)
         };
         if pos + SEAL_FOOTER > len || used + super::record::REC_HDR > pos {
-            return Err(Error::InvalidArgument(format!(
+            return Err(LogError::InvalidArgument(format!(
                 "{}: no room for the seal footer (used {used}, segment {len})",
                 self.path.display()
             )));
@@ -361,9 +362,9 @@ impl Segment {
                     self.map.zero(first_page, last_page - first_page);
                     self.map
                         .flush(first_page, last_page - first_page)
-                        .map_err(|e| Error::io(&self.path, e))?;
+                        .map_err(|e| LogError::io(&self.path, e))?;
                 }
-                Err(e) => return Err(Error::io(&self.path, e)),
+                Err(e) => return Err(LogError::io(&self.path, e)),
             }
         }
         Ok(())
@@ -410,18 +411,18 @@ pub(crate) fn prepare(
 ) -> Result<Prepared> {
     let tmp = dir.join(format!("next-{segment_id}.seg.tmp"));
     let res = (|| {
-        let file = crate::files::create_fresh(&tmp).map_err(|e| Error::io(&tmp, e))?;
+        let file = crate::files::create_fresh(&tmp).map_err(|e| LogError::io(&tmp, e))?;
         if let Some(b) = budget {
             if b.fetch_sub(size as i64, Ordering::AcqRel) < size as i64 {
                 b.fetch_add(size as i64, Ordering::AcqRel);
-                return Err(Error::io(
+                return Err(LogError::io(
                     &tmp,
                     std::io::Error::from_raw_os_error(libc::ENOSPC),
                 ));
             }
         }
-        preallocate(&file, 0, size, zero_fill).map_err(|e| Error::io(&tmp, e))?;
-        let map = Map::map_rw(&file, size as usize).map_err(|e| Error::io(&tmp, e))?;
+        preallocate(&file, 0, size, zero_fill).map_err(|e| LogError::io(&tmp, e))?;
+        let map = Map::map_rw(&file, size as usize).map_err(|e| LogError::io(&tmp, e))?;
         Ok(Prepared {
             tmp: tmp.clone(),
             file,
@@ -442,9 +443,9 @@ impl Prepared {
         self.map.write(0, &hdr.encode());
         self.map
             .flush(0, SEG_HDR)
-            .map_err(|e| Error::io(&self.tmp, e))?;
+            .map_err(|e| LogError::io(&self.tmp, e))?;
         let path = dir.join(file_name(first_lsn));
-        fs::rename(&self.tmp, &path).map_err(|e| Error::io(&path, e))?;
+        fs::rename(&self.tmp, &path).map_err(|e| LogError::io(&path, e))?;
         sync_dir(dir)?;
         Ok(Segment {
             path,

@@ -21,7 +21,7 @@ use super::reader::is_not_found;
 use super::recovery::{self, walk, whole_batches_end, Event};
 use super::segment::{self, Segment, SEG_HDR};
 use super::{list_live, Lsn, TornTail};
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 /// One bad stretch found by `verify` or `salvage`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,7 +111,7 @@ fn scan_dir(
         let is_main = i >= live.gen.len();
         let seg = match Segment::open(p, false) {
             Ok(s) => s,
-            Err(Error::Corrupt {
+            Err(LogError::Corrupt {
                 segment,
                 offset,
                 lsn,
@@ -323,11 +323,11 @@ fn verify_once(dir: &Path) -> Result<VerifyReport> {
 pub fn salvage(src: &Path, dst: &Path) -> Result<SalvageReport> {
     if dst.exists()
         && fs::read_dir(dst)
-            .map_err(|e| Error::io(dst, e))?
+            .map_err(|e| LogError::io(dst, e))?
             .next()
             .is_some()
     {
-        return Err(Error::InvalidArgument(format!(
+        return Err(LogError::InvalidArgument(format!(
             "salvage destination {} is not empty",
             dst.display()
         )));
@@ -337,7 +337,7 @@ pub fn salvage(src: &Path, dst: &Path) -> Result<SalvageReport> {
     let gdir = gen_dir(dst, 1);
     let mut w = GenWriter::new(&gdir, 64 << 20, &ids)?;
     let mut rep = SalvageReport::default();
-    let mut err: Option<Error> = None;
+    let mut err: Option<LogError> = None;
     let mut last: Lsn = 0;
     let scanned = scan_dir(
         src,

@@ -21,7 +21,7 @@ use super::recovery;
 use super::seal::SealFooter;
 use super::segment::{Segment, SEG_HDR};
 use super::Lsn;
-use crate::error::{Error, Result};
+use crate::log::{LogError, Result};
 
 /// One record of a view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +223,7 @@ impl<'a> Iterator for LogIter<'a> {
                         self.damaged(seg, reason, lsn)
                     } else {
                         self.idx = self.view.segs.len();
-                        Error::Corrupt {
+                        LogError::Corrupt {
                             segment: seg.path.clone(),
                             offset: self.off as u64,
                             lsn,
@@ -268,11 +268,11 @@ impl LogIter<'_> {
     /// A record vouched for at open (by a seal footer or the tail hint)
     /// failed its check when read: damage, named by the LSN expected there.
     /// Ends the iteration.
-    fn damaged(&mut self, seg: &Segment, reason: &str, claimed: Option<Lsn>) -> Error {
+    fn damaged(&mut self, seg: &Segment, reason: &str, claimed: Option<Lsn>) -> LogError {
         let off = self.off;
         let lsn = self.expect.or(claimed);
         self.idx = self.view.segs.len();
-        Error::Corrupt {
+        LogError::Corrupt {
             segment: seg.path.clone(),
             offset: off as u64,
             lsn,

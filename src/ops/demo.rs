@@ -163,11 +163,11 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
     let started = std::time::Instant::now();
     if dir.exists() {
         let empty = std::fs::read_dir(dir)
-            .map_err(|e| crate::Error::io(dir, e))?
+            .map_err(|e| crate::log::LogError::io(dir, e))?
             .next()
             .is_none();
         if !empty {
-            return Err(crate::Error::InvalidArgument(format!(
+            return Err(crate::log::LogError::InvalidArgument(format!(
                 "the demo writes a fresh store, but {} is not empty",
                 dir.display()
             ))
@@ -175,7 +175,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         }
     }
     if !(1..=MAX_AGENTS).contains(&opts.agents) || !(1..=MAX_HOURS).contains(&opts.hours) {
-        return Err(crate::Error::InvalidArgument(format!(
+        return Err(crate::log::LogError::InvalidArgument(format!(
             "the demo runs 1 to {MAX_AGENTS} agents for 1 to {MAX_HOURS} hours \
              (got {} agents, {} hours)",
             opts.agents, opts.hours
@@ -193,7 +193,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         ..StoreOptions::default()
     };
     crate::files::create_store_dir(dir, crate::files::Sharing::Private)
-        .map_err(|e| crate::Error::io(dir, e))?;
+        .map_err(|e| crate::log::LogError::io(dir, e))?;
     let store = Store::open(dir, store_opts)?;
     let (counts, end, featured) = simulate(&store, opts)?;
     let snapshot = super::snapshot(&store)?;
@@ -446,7 +446,7 @@ fn simulate(store: &Store, opts: &DemoOptions) -> Result<(FleetCounts, Timestamp
             .map(|sl| sl.name.clone())
     });
     let featured = featured.ok_or_else(|| {
-        OpsError::Log(crate::Error::InvalidArgument(
+        OpsError::Log(crate::log::LogError::InvalidArgument(
             "the simulated fleet left no agent registered".into(),
         ))
     })?;

@@ -43,7 +43,7 @@ pub enum OpsError {
         source: DecodeError,
     },
     #[error(transparent)]
-    Log(#[from] crate::Error),
+    Log(#[from] crate::log::LogError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
@@ -84,7 +84,7 @@ pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
             if dir.join(SALVAGE_MARKER).exists() {
-                Err(crate::Error::InvalidArgument(format!(
+                Err(crate::log::LogError::InvalidArgument(format!(
                     "{} is an unfinished salvage (a `repair --salvage` was interrupted): \
                      rerun it with the same --out to replace it",
                     dir.display()
@@ -103,7 +103,7 @@ pub fn require_store(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(OpsError::NoStore(dir.to_path_buf()))
         }
-        Err(e) => Err(crate::Error::io(dir, e).into()),
+        Err(e) => Err(crate::log::LogError::io(dir, e).into()),
     }
 }
 
@@ -136,12 +136,12 @@ fn read_only(dir: &Path) -> Result<ReadOnlyStore> {
         ..StoreOptions::short_lived()
     };
     ReadOnlyStore::open(dir, &opts).map_err(|e| match e {
-        crate::Error::Corrupt {
+        crate::log::LogError::Corrupt {
             segment,
             offset,
             lsn,
             reason,
-        } => crate::Error::Corrupt {
+        } => crate::log::LogError::Corrupt {
             segment,
             offset,
             lsn,
@@ -347,12 +347,13 @@ pub fn init(
         return Err(OpsError::NotADirectory(dir.to_path_buf()));
     }
     if !dir.exists() {
-        crate::files::create_store_dir(dir, sharing).map_err(|e| crate::Error::io(dir, e))?;
+        crate::files::create_store_dir(dir, sharing)
+            .map_err(|e| crate::log::LogError::io(dir, e))?;
     }
     if let Some(n) = max_messages {
         let current = crate::store::config::max_messages(dir)?;
         if existed && current != n {
-            return Err(crate::Error::InvalidArgument(format!(
+            return Err(crate::log::LogError::InvalidArgument(format!(
                 "the store at {} exists with message cap {current}; the cap is fixed when a store is created",
                 dir.display()
             ))
@@ -411,14 +412,14 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
     let marker = out.join(SALVAGE_MARKER);
     if out.exists() {
         let empty = std::fs::read_dir(out)
-            .map_err(|e| crate::Error::io(out, e))?
+            .map_err(|e| crate::log::LogError::io(out, e))?
             .next()
             .is_none();
         if std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file()) {
             tracing::warn!(out = %out.display(), "replacing an unfinished salvage");
-            std::fs::remove_dir_all(out).map_err(|e| crate::Error::io(out, e))?;
+            std::fs::remove_dir_all(out).map_err(|e| crate::log::LogError::io(out, e))?;
         } else if !empty {
-            return Err(crate::Error::InvalidArgument(format!(
+            return Err(crate::log::LogError::InvalidArgument(format!(
                 "salvage destination {} is not empty",
                 out.display()
             ))
@@ -426,8 +427,8 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
         }
     }
     crate::files::create_store_dir(out, crate::files::Sharing::of_dir(dir))
-        .map_err(|e| crate::Error::io(out, e))?;
-    let io = |e| crate::Error::io(&marker, e);
+        .map_err(|e| crate::log::LogError::io(out, e))?;
+    let io = |e| crate::log::LogError::io(&marker, e);
     crate::files::create_fresh(&marker)
         .and_then(|f| f.sync_all())
         .map_err(io)?;
@@ -444,7 +445,7 @@ pub const SALVAGE_MARKER: &str = "SALVAGE-UNFINISHED";
 fn sync_folder(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| crate::Error::io(dir, e).into())
+        .map_err(|e| crate::log::LogError::io(dir, e).into())
 }
 
 /// Opens the store at `dir` as the writer in the `CutAtHole` recovery mode
@@ -500,7 +501,7 @@ pub fn compact_store(
         let latest = last.map_or(clock, |t| t.max(clock));
         if now.is_beyond(latest, MAX_FUTURE_SKEW_MS) {
             let last = last.map_or_else(|| "none".to_string(), |t| t.to_string());
-            return Err(crate::Error::InvalidArgument(format!(
+            return Err(crate::log::LogError::InvalidArgument(format!(
                 "compact --now {now} is later than both the clock ({clock}) and the log's \
                  last event ({last}); it would drop unexpired messages and retire live \
                  agents for good. Check the date, or pass --force-now if it is meant"

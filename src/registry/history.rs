@@ -24,7 +24,7 @@ pub enum ScanError {
         source: DecodeError,
     },
     #[error(transparent)]
-    Log(#[from] crate::Error),
+    Log(#[from] crate::log::LogError),
 }
 
 /// Where a fold stops.

@@ -8,7 +8,7 @@
 //! uses the default, [`DEFAULT_MAX_MESSAGES`], as every store did before the
 //! file existed.
 
-use crate::error::Error;
+use crate::log::LogError;
 use crate::registry::state::DEFAULT_MAX_MESSAGES;
 use std::path::{Path, PathBuf};
 
@@ -27,21 +27,21 @@ fn path(dir: &Path) -> PathBuf {
 
 /// The persisted cap of the store in `dir`, or `None` when it has no
 /// settings file.
-pub fn stored_max_messages(dir: &Path) -> Result<Option<usize>, Error> {
+pub fn stored_max_messages(dir: &Path) -> Result<Option<usize>, LogError> {
     let p = path(dir);
     let text = match std::fs::read(&p) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(&p, e)),
+        Err(e) => return Err(LogError::io(&p, e)),
     };
     let c: Config = serde_json::from_slice(&text).map_err(|e| {
-        Error::InvalidArgument(format!(
+        LogError::InvalidArgument(format!(
             "{}: {e} (expected {{\"max_messages\": N}})",
             p.display()
         ))
     })?;
     if c.max_messages == 0 {
-        return Err(Error::InvalidArgument(format!(
+        return Err(LogError::InvalidArgument(format!(
             "{}: max_messages must be at least 1",
             p.display()
         )));
@@ -50,22 +50,22 @@ pub fn stored_max_messages(dir: &Path) -> Result<Option<usize>, Error> {
 }
 
 /// The cap every fold of the store in `dir` uses.
-pub fn max_messages(dir: &Path) -> Result<usize, Error> {
+pub fn max_messages(dir: &Path) -> Result<usize, LogError> {
     Ok(stored_max_messages(dir)?.unwrap_or(DEFAULT_MAX_MESSAGES))
 }
 
 /// Persists `max_messages` for the store in `dir` (written to a temporary
 /// file, synced, renamed). Refuses to change a cap already set.
-pub fn set_max_messages(dir: &Path, max_messages: usize) -> Result<(), Error> {
+pub fn set_max_messages(dir: &Path, max_messages: usize) -> Result<(), LogError> {
     if max_messages == 0 {
-        return Err(Error::InvalidArgument(
+        return Err(LogError::InvalidArgument(
             "max_messages must be at least 1".into(),
         ));
     }
     match stored_max_messages(dir)? {
         Some(n) if n == max_messages => return Ok(()),
         Some(n) => {
-            return Err(Error::InvalidArgument(format!(
+            return Err(LogError::InvalidArgument(format!(
                 "{}: the store's message cap is {n}; it is fixed when the store is created (it decides how the log folds)",
                 path(dir).display()
             )))
@@ -74,8 +74,8 @@ pub fn set_max_messages(dir: &Path, max_messages: usize) -> Result<(), Error> {
     }
     let p = path(dir);
     let body = serde_json::to_vec(&Config { max_messages })
-        .map_err(|e| Error::io(&p, std::io::Error::other(e)))?;
+        .map_err(|e| LogError::io(&p, std::io::Error::other(e)))?;
     // 0640 less the umask: the store's sharing decides who reads it.
     crate::files::publish_atomic(&p, &body, 0o640, || Ok(()))
-        .map_err(|e| Error::io(&p, e.into_io()))
+        .map_err(|e| LogError::io(&p, e.into_io()))
 }

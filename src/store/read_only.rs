@@ -40,7 +40,7 @@ pub struct ReadState {
 impl ReadOnlyStore {
     /// Opens the store in `dir` for reading; refuses a damaged log, naming
     /// the segment, offset and expected LSN.
-    pub fn open(dir: &Path, opts: &StoreOptions) -> crate::Result<ReadOnlyStore> {
+    pub fn open(dir: &Path, opts: &StoreOptions) -> crate::log::Result<ReadOnlyStore> {
         let layout = StoreLayout::new(dir);
         let log = LogReader::open_with(&layout.log(), opts.log.quick_open)?;
         Ok(ReadOnlyStore {
@@ -71,7 +71,7 @@ impl ReadOnlyStore {
     }
 
     /// See what was appended since (follows rotations and compactions).
-    pub fn refresh(&mut self) -> crate::Result<()> {
+    pub fn refresh(&mut self) -> crate::log::Result<()> {
         self.log.refresh()
     }
 

@@ -25,11 +25,13 @@ impl Store {
         let mut g = self.write();
         let next = self.core.log.next_lsn();
         if lsn != next {
-            return Err(StoreError::Log(crate::Error::InvalidArgument(format!(
-                "log {}: replicated record at lsn {lsn} but the next lsn is {next} \
+            return Err(StoreError::Log(crate::log::LogError::InvalidArgument(
+                format!(
+                    "log {}: replicated record at lsn {lsn} but the next lsn is {next} \
                  (the local log must hold every stream sequence before it)",
-                self.core.log.dir().display()
-            ))));
+                    self.core.log.dir().display()
+                ),
+            )));
         }
         let appended = self.core.log.append(payload, Durability::Lazy)?;
         debug_assert_eq!(appended, lsn);

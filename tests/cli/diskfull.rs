@@ -10,46 +10,13 @@
 //! failure the close path sees on a full disk).
 
 use crate::support::cli::{bin, Run};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use crate::support::tmpfs::{fill_leaving, try_mount};
+use std::path::Path;
 
 const NOW: &str = "2026-11-30T12:00:00Z";
 
 fn at(hms: &str) -> String {
     format!("2026-11-30T{hms}Z")
-}
-
-/// Unmounts the tmpfs when the test ends, however it ends.
-struct Mount(PathBuf);
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
-fn try_mount(dir: &Path, size_mib: u64) -> Option<Mount> {
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={size_mib}m"), "tmpfs"])
-        .arg(dir)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then(|| Mount(dir.to_path_buf()))
-}
-
-/// Writes into `path` until the file system refuses (ENOSPC).
-fn fill(path: &Path) {
-    let mut f = std::fs::File::create(path).expect("filler");
-    let chunk = vec![0xa5u8; 64 << 10];
-    loop {
-        match f.write_all(&chunk) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-            Err(e) => panic!("filling {}: {e}", path.display()),
-        }
-    }
-    let _ = f.sync_all();
 }
 
 fn run(dir: &Path, args: &[&str]) -> Run {
@@ -114,7 +81,7 @@ fn every_write_command_at_the_moment_space_runs_out() {
     .parse()
     .unwrap();
     if mount.is_some() {
-        fill(&mnt.join("filler"));
+        fill_leaving(&mnt.join("filler"), 0);
         println!("disk full: tmpfs of 72 MiB filled to ENOSPC");
     } else {
         println!("cannot mount a tmpfs (not root?): making snapshots fail through a `snapshots` file instead");

@@ -2,9 +2,9 @@
 //! every read-only command on a torn tail, a bit-flipped LSN, readers
 //! racing a writer and compaction, and `log --follow` across a seal.
 
-use crate::support::cli::{bin, t, Env};
+use crate::support::cli::{bin, heartbeat, t, Env};
 use crate::support::copy_dir;
-use agentlog::log::record::{record_size, CONT, LEN_MASK};
+use agentlog::internals::{record_size, CONT, LEN_MASK};
 use agentlog::log::{Durability, Log, LogOptions};
 use agentlog::registry::{encode, Event, EventKind, Registration, RegistrationKind};
 
@@ -20,16 +20,6 @@ fn register(at: &str, name: &str) -> Event {
         kind: EventKind::AgentRegistered {
             reg: Box::new(Registration::new(name, "claude", "/work/repo")),
             kind: RegistrationKind::New,
-        },
-    }
-}
-
-fn heartbeat(at: &str, name: &str) -> Event {
-    Event {
-        at: t(at),
-        kind: EventKind::Heartbeat {
-            agent: name.into(),
-            pid: None,
         },
     }
 }

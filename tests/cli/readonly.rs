@@ -3,7 +3,7 @@
 
 use crate::support::cli;
 
-use crate::support::cli::{append_events, t, Env};
+use crate::support::cli::{append_events, heartbeat, t, Env};
 use agentlog::model::{Status, StatusCause};
 use agentlog::registry::{Event, EventKind, Registration, RegistrationKind};
 
@@ -15,16 +15,6 @@ fn register(at: &str, name: &str, pid: u32, kind: RegistrationKind) -> Event {
         kind: EventKind::AgentRegistered {
             reg: Box::new(reg),
             kind,
-        },
-    }
-}
-
-fn heartbeat(at: &str, name: &str) -> Event {
-    Event {
-        at: t(at),
-        kind: EventKind::Heartbeat {
-            agent: name.into(),
-            pid: None,
         },
     }
 }

@@ -9,9 +9,9 @@
 use std::path::Path;
 
 use agentlog::fuzzing::{decode_snapshot, scan_segment, snapshot_file};
-use agentlog::log::record::encode_record;
-use agentlog::log::seal::{data_crc, SealFooter, SEAL_FOOTER};
-use agentlog::log::segment::{SegHeader, SEG_HDR};
+use agentlog::internals::encode_record;
+use agentlog::internals::{data_crc, SealFooter, SEAL_FOOTER};
+use agentlog::internals::{SegHeader, SEG_HDR};
 use agentlog::registry::{codec, State};
 use agentlog::time::Timestamp;
 

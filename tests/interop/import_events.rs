@@ -2,27 +2,18 @@
 //! events whose fold holds exactly the file's agents, and whose export equals
 //! the export of the parsed file.
 
+use crate::support::fixtures::{registry_dir, ACCEPTED};
 use agentlog::export::{render_v4, ExportOptions};
 use agentlog::import::{parse_registry, to_events};
 use agentlog::model::StatusCause;
 use agentlog::registry::{EventKind, State};
 use agentlog::time::Timestamp;
-use std::path::Path;
 
 #[test]
 fn fixtures_fold_into_the_same_agents_and_export() {
     let at = Timestamp::parse_rfc3339("2026-11-30T12:00:00Z").unwrap();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/registry");
-    for name in [
-        "v4-python.json",
-        "v4-rust.json",
-        "v4-mixed.json",
-        "v3-python.json",
-        "v2-python.json",
-        "v1-python.json",
-        "v4-entries-key.json",
-        "empty.json",
-    ] {
+    let dir = registry_dir();
+    for (name, _) in ACCEPTED {
         let path = dir.join(name);
         let parsed = parse_registry(&std::fs::read(&path).unwrap(), &path).unwrap();
         let rows: Vec<_> = parsed.rows.iter().map(|r| r.agent.clone()).collect();

@@ -3,20 +3,17 @@
 //! trips (fixtures and a proptest over random agents).
 
 use crate::support::conformance::checker_accepts;
+use crate::support::fixtures::{registry_dir, ACCEPTED};
 use agentlog::export::{render_v4, ExportOptions};
 use agentlog::import::{parse_registry, read_registry_file, ImportError, ParsedRegistry};
 use agentlog::model::{Agent, HostMode, Status, EXPORTABLE_PROVIDERS};
 use agentlog::time::Timestamp;
 use proptest::prelude::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/registry")
-}
-
 fn load(name: &str) -> Result<ParsedRegistry, ImportError> {
-    let path = fixture_dir().join(name);
+    let path = registry_dir().join(name);
     let bytes = std::fs::read(&path).unwrap();
     parse_registry(&bytes, &path)
 }
@@ -24,17 +21,6 @@ fn load(name: &str) -> Result<ParsedRegistry, ImportError> {
 fn agents(p: &ParsedRegistry) -> Vec<Agent> {
     p.rows.iter().map(|r| r.agent.clone()).collect()
 }
-
-const ACCEPTED: [(&str, usize); 8] = [
-    ("v4-python.json", 3),
-    ("v4-rust.json", 2),
-    ("v4-mixed.json", 3),
-    ("v3-python.json", 1),
-    ("v2-python.json", 1),
-    ("v1-python.json", 1),
-    ("v4-entries-key.json", 1),
-    ("empty.json", 0),
-];
 
 /// (file, substrings the error must contain).
 const REFUSED: [(&str, &[&str]); 6] = [
@@ -48,7 +34,7 @@ const REFUSED: [(&str, &[&str]); 6] = [
 
 #[test]
 fn every_fixture_is_in_the_table() {
-    let mut files: Vec<String> = std::fs::read_dir(fixture_dir())
+    let mut files: Vec<String> = std::fs::read_dir(registry_dir())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -124,7 +110,7 @@ fn refused_fixtures_name_the_row_and_value_and_change_nothing() {
     for (name, needles) in REFUSED {
         // Through the locked file reader: the refused file stays byte-identical.
         let path = dir.path().join(name);
-        let original = std::fs::read(fixture_dir().join(name)).unwrap();
+        let original = std::fs::read(registry_dir().join(name)).unwrap();
         std::fs::write(&path, &original).unwrap();
         let err = read_registry_file(&path, Duration::from_secs(5))
             .expect_err(name)
@@ -296,7 +282,7 @@ fn import_export_round_trips_keep_every_field() {
         let second = parse_registry(&bytes, &out).unwrap();
         assert_eq!(agents(&second), agents(&first), "{name}");
         let src: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(fixture_dir().join(name)).unwrap())
+            serde_json::from_slice(&std::fs::read(registry_dir().join(name)).unwrap())
                 .unwrap_or(serde_json::json!({}));
         let src_rows = src
             .get("agents")

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::support::log::*;
 use agentlog::log::{verify, Durability, Log, LogOptions};
-use agentlog::Error;
+use agentlog::LogError;
 
 #[test]
 fn append_read_reopen_across_segments() {
@@ -85,7 +85,7 @@ fn limits_are_errors_not_truncations() {
     let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
     let big = vec![7u8; 4097];
     match log.append(&big, Durability::Lazy) {
-        Err(Error::RecordTooLarge {
+        Err(LogError::RecordTooLarge {
             len: 4097,
             max: 4096,
         }) => {}
@@ -93,7 +93,7 @@ fn limits_are_errors_not_truncations() {
     }
     assert!(matches!(
         log.append(b"", Durability::Lazy),
-        Err(Error::InvalidArgument(_))
+        Err(LogError::InvalidArgument(_))
     ));
     assert_eq!(log.next_lsn(), 1, "nothing was appended");
     assert!(Log::open(
@@ -136,7 +136,7 @@ fn group_commit_many_threads() {
     assert_eq!(all, (1..=1600).collect::<Vec<_>>());
     assert!(matches!(
         log.wait_durable(5000),
-        Err(Error::InvalidArgument(_))
+        Err(LogError::InvalidArgument(_))
     ));
 }
 
@@ -148,7 +148,7 @@ fn failed_sync_poisons_the_log() {
     let (log, _) = Log::open(dir.path(), opts).unwrap();
     assert_eq!(log.append(b"lazy", Durability::Lazy).unwrap(), 1);
     let e = log.append(b"durable", Durability::Durable).unwrap_err();
-    assert!(matches!(e, Error::FsyncFailed { .. }), "{e}");
+    assert!(matches!(e, LogError::FsyncFailed { .. }), "{e}");
     let e = log.append(b"more", Durability::Lazy).unwrap_err();
     assert!(e.to_string().contains("must be reopened"), "{e}");
     assert!(log.sync().is_err());
@@ -156,7 +156,7 @@ fn failed_sync_poisons_the_log() {
     // The poisoning outlives the process: during this boot the page cache
     // may hold pages that never reached the disk, so the next open refuses.
     let e = Log::open(dir.path(), small_opts()).unwrap_err();
-    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    assert!(matches!(e, LogError::Poisoned { .. }), "{e}");
     assert!(
         e.to_string().contains("POISONED") && e.to_string().contains("Reboot"),
         "{e}"

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::support::log::*;
 use agentlog::log::{verify, CompactionStep, Durability, Log, LogOptions};
-use agentlog::Error;
+use agentlog::LogError;
 
 fn filled(dir: &Path, n: u64) -> Log {
     let (log, _) = Log::open(dir, small_opts()).unwrap();
@@ -182,9 +182,9 @@ fn a_failure_after_the_manifest_rename_poisons_the_log_and_keeps_the_committed_g
     let retry = log
         .compact_sealed(u64::MAX, &mut |lsn, _| lsn % 2 == 1)
         .unwrap_err();
-    assert!(matches!(retry, Error::FsyncFailed { .. }), "{retry}");
+    assert!(matches!(retry, LogError::FsyncFailed { .. }), "{retry}");
     let append = log.append(b"x", Durability::Lazy).unwrap_err();
-    assert!(matches!(append, Error::FsyncFailed { .. }), "{append}");
+    assert!(matches!(append, LogError::FsyncFailed { .. }), "{append}");
     assert_eq!(gen_dirs(dir.path()), vec!["gen-000001"]);
     drop(log);
     let (log, rep) = Log::open(dir.path(), small_opts()).unwrap();

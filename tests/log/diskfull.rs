@@ -2,30 +2,12 @@
 //! allocator's fault-injection budget) appends fail with `DiskFull`, and the
 //! log reopens with everything acknowledged.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use crate::support::tmpfs::try_mount;
+use std::path::Path;
 
 use crate::support::log::*;
 use agentlog::log::{Durability, Log, LogOptions};
-use agentlog::Error;
-
-struct Mount(PathBuf);
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
-fn try_mount(dir: &Path) -> Option<Mount> {
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(dir)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    ok.then(|| Mount(dir.to_path_buf()))
-}
+use agentlog::LogError;
 
 fn fill_until_full(dir: &Path, opts: LogOptions) -> u64 {
     let (log, _) = Log::open(dir, opts.clone()).unwrap();
@@ -38,7 +20,7 @@ fn fill_until_full(dir: &Path, opts: LogOptions) -> u64 {
         assert!(acked < 1_000_000, "never ran out of space");
     };
     match &err {
-        Error::DiskFull { path, .. } => {
+        LogError::DiskFull { path, .. } => {
             assert!(path.starts_with(dir), "{}", path.display());
             assert!(err.to_string().contains("disk full"), "{err}");
         }
@@ -47,7 +29,7 @@ fn fill_until_full(dir: &Path, opts: LogOptions) -> u64 {
     // Still full: the next append fails the same way, nothing is half-written.
     assert!(matches!(
         log.append(&payload(acked + 1), Durability::Durable),
-        Err(Error::DiskFull { .. })
+        Err(LogError::DiskFull { .. })
     ));
     drop(log);
     let (log, rep) = Log::open(dir, opts).unwrap();
@@ -69,7 +51,7 @@ fn append_until_disk_full_then_reopen() {
         segment_size: 128 * 1024,
         ..small_opts()
     };
-    match try_mount(&mnt) {
+    match try_mount(&mnt, 1) {
         Some(m) => {
             eprintln!("disk full: using a 1 MiB tmpfs at {}", mnt.display());
             let acked = fill_until_full(&mnt, opts);

@@ -1,8 +1,8 @@
 //! Decodes the hand-written example in FORMAT.md with the library and with
 //! a from-scratch reader following the document.
 
-use agentlog::log::record::{checksum, parse_at, Parsed, CONT};
-use agentlog::log::segment::{SegHeader, SEG_HDR};
+use agentlog::internals::{checksum, parse_at, Parsed, CONT};
+use agentlog::internals::{SegHeader, SEG_HDR};
 
 fn example_bytes() -> Vec<u8> {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/FORMAT.md")).unwrap();

@@ -4,17 +4,17 @@ use std::time::Duration;
 
 use crate::support::log::*;
 use agentlog::log::{Durability, Log, LogOptions, LogReader};
-use agentlog::Error;
+use agentlog::LogError;
 
 #[test]
 fn second_writer_is_refused_naming_the_pid() {
     let dir = tempfile::tempdir().unwrap();
     let (log, _) = Log::open(dir.path(), small_opts()).unwrap();
     match Log::open(dir.path(), small_opts()) {
-        Err(Error::Locked { pid, path }) => {
+        Err(LogError::Locked { pid, path }) => {
             assert_eq!(pid, std::process::id());
             assert_eq!(path, dir.path().join("LOCK"));
-            let msg = Error::Locked { pid, path }.to_string();
+            let msg = LogError::Locked { pid, path }.to_string();
             assert!(msg.contains(&pid.to_string()), "{msg}");
         }
         other => panic!("expected Locked, got {other:?}"),
@@ -40,7 +40,7 @@ fn second_writer_is_refused_naming_the_pid() {
     };
     assert!(matches!(
         Log::open(dir.path(), opts),
-        Err(Error::Locked { .. })
+        Err(LogError::Locked { .. })
     ));
 }
 

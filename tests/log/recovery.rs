@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::support::copy_dir;
 use crate::support::log::*;
 use agentlog::log::{Durability, Log, LogOptions, RecoveryMode};
-use agentlog::Error;
+use agentlog::LogError;
 
 /// A one-segment log: records 1..=n-2 single, then a batch of the last two.
 /// Returns (dir contents as (name, bytes), payloads, batch-end offsets per LSN).
@@ -207,7 +207,7 @@ fn garbage_after_the_last_record_never_validates() {
                 }
                 Err(e) => {
                     assert_eq!(mode, RecoveryMode::Absolute, "{name}: {e}");
-                    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+                    assert!(matches!(e, LogError::Corrupt { .. }), "{e}");
                 }
             }
         }
@@ -235,7 +235,7 @@ fn every_bit_flip_is_detected() {
             if byte < 64 || byte < tail_start {
                 // Header or a non-tail record: must be refused.
                 match res {
-                    Err(Error::Corrupt { ref segment, .. }) => {
+                    Err(LogError::Corrupt { ref segment, .. }) => {
                         assert!(segment.ends_with(&base.seg_name));
                         refused += 1;
                     }
@@ -345,7 +345,7 @@ fn damage_in_a_sealed_segment_is_corruption() {
     fs::write(&segs[0], &b).unwrap();
     let e = Log::open(&dir, opts(8192)).unwrap_err();
     match &e {
-        Error::Corrupt {
+        LogError::Corrupt {
             segment,
             offset,
             lsn,
@@ -401,7 +401,7 @@ fn power_loss_hole_is_cut_in_cut_at_hole_mode() {
     fs::write(&seg, &bytes).unwrap();
 
     match Log::open(dir.path(), small_opts()) {
-        Err(Error::Corrupt { lsn, .. }) => assert_eq!(lsn, Some(first_lost)),
+        Err(LogError::Corrupt { lsn, .. }) => assert_eq!(lsn, Some(first_lost)),
         other => panic!("the default mode must refuse a hole: {other:?}"),
     }
     let hole_opts = LogOptions {
@@ -597,7 +597,7 @@ fn damage_below_the_tail_hint_is_found_when_read() {
         .find_map(|r| r.err())
         .expect("damage found");
     match &err {
-        Error::Corrupt { offset, lsn, .. } => {
+        LogError::Corrupt { offset, lsn, .. } => {
             assert_eq!((*offset as usize, *lsn), (off, Some(50)), "{err}");
         }
         other => panic!("{other}"),
@@ -605,7 +605,7 @@ fn damage_below_the_tail_hint_is_found_when_read() {
     drop(log);
     assert!(!agentlog::log::verify(&dir).unwrap().is_clean());
     let e = Log::open(&dir, opts(1 << 20)).unwrap_err();
-    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(matches!(e, LogError::Corrupt { .. }), "{e}");
 }
 
 /// A view starting mid-segment uses the sparse index the hint carries and

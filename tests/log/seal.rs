@@ -5,9 +5,9 @@
 
 use crate::support::copy_dir;
 use crate::support::log::{fast_tempdir, main_segments, payload, read_all, small_opts};
-use agentlog::log::seal::{footer_offset, SealFooter, SEAL_FOOTER};
+use agentlog::internals::{footer_offset, SealFooter, SEAL_FOOTER};
 use agentlog::log::{verify, Durability, Log};
-use agentlog::Error;
+use agentlog::LogError;
 use std::path::Path;
 
 /// A closed log of `n` records spread over several small segments.
@@ -71,7 +71,7 @@ fn every_bit_flip_in_a_sealed_footer_or_its_records_is_refused() {
         bytes[bit / 8] ^= 1 << (bit % 8);
         std::fs::write(&p, &bytes).unwrap();
         match Log::open(d.path(), small_opts()) {
-            Err(Error::Corrupt { segment, .. }) => assert_eq!(segment, p, "bit {bit}"),
+            Err(LogError::Corrupt { segment, .. }) => assert_eq!(segment, p, "bit {bit}"),
             Err(e) => panic!("bit {bit}: unexpected error {e}"),
             Ok(_) => panic!("bit {bit} of a sealed segment flipped and the log opened"),
         }

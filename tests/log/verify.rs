@@ -4,7 +4,7 @@ use std::fs;
 
 use crate::support::log::*;
 use agentlog::log::{salvage, verify, Durability, Log};
-use agentlog::Error;
+use agentlog::LogError;
 
 #[test]
 fn verify_reports_counts_and_bad_records() {
@@ -51,7 +51,7 @@ fn verify_reports_counts_and_bad_records() {
     );
     // Open refuses, naming the segment, offset and LSN.
     match Log::open(dir.path(), small_opts()) {
-        Err(Error::Corrupt {
+        Err(LogError::Corrupt {
             segment,
             offset,
             lsn,
@@ -144,6 +144,6 @@ fn salvage_copies_valid_records_around_a_damaged_middle() {
     // A non-empty destination is refused.
     assert!(matches!(
         salvage(&src, &dst),
-        Err(Error::InvalidArgument(_))
+        Err(LogError::InvalidArgument(_))
     ));
 }

@@ -7,53 +7,19 @@
 //! fault-injection disk budget stands in for the free space, and the test
 //! says so.
 
+use crate::support::tmpfs::{fill_leaving, try_mount};
 use agentlog::compact::CompactOptions;
 use agentlog::log::LogOptions;
 use agentlog::registry::{PostMessage, Registration};
 use agentlog::store::{Store, StoreOptions};
 use agentlog::time::Timestamp;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 const SEGMENT: u64 = 4 << 20;
-
-struct Mount(PathBuf);
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
-fn try_mount(dir: &Path) -> Option<Mount> {
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
-        .arg(dir)
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then(|| Mount(dir.to_path_buf()))
-}
 
 fn free_bytes(dir: &Path) -> u64 {
     let st = rustix::fs::statvfs(dir).expect("statvfs");
     st.f_bavail * st.f_frsize
-}
-
-/// Fills the file system of `path` to ENOSPC, then gives `keep` bytes back.
-fn fill_leaving(path: &Path, keep: u64) {
-    let mut f = std::fs::File::create(path).expect("filler");
-    let chunk = vec![0x5au8; 64 << 10];
-    loop {
-        match f.write_all(&chunk) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
-            Err(e) => panic!("filling {}: {e}", path.display()),
-        }
-    }
-    let len = f.metadata().unwrap().len();
-    f.set_len(len.saturating_sub(keep)).unwrap();
-    f.sync_all().unwrap();
 }
 
 fn t(ms: i64) -> Timestamp {
@@ -67,7 +33,7 @@ fn compact_runs_and_frees_space_when_less_than_a_segment_is_free() {
     let tmp = tempfile::tempdir().unwrap();
     let mnt = tmp.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let mount = try_mount(&mnt);
+    let mount = try_mount(&mnt, 16);
     let mut opts = StoreOptions {
         log: LogOptions {
             segment_size: SEGMENT,

@@ -4,11 +4,11 @@
 //! export → import into a fresh store → export byte-identical.
 
 use crate::support::conformance::checker_accepts;
+use crate::support::fixtures::{registry_dir, ACCEPTED};
 use crate::support::store::*;
 use agentlog::model::Status;
 use agentlog::registry::*;
 use agentlog::store::{Store, StoreError, StoreOptions};
-use std::path::Path;
 
 fn manual_opts() -> StoreOptions {
     StoreOptions {
@@ -157,17 +157,8 @@ fn export_import_into_a_fresh_store_export_is_byte_identical() {
 /// accepted fixture: the store's export equals rendering the parsed rows.
 #[test]
 fn accepted_fixtures_round_trip_through_the_store() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/registry");
-    for name in [
-        "v4-python.json",
-        "v4-rust.json",
-        "v4-mixed.json",
-        "v3-python.json",
-        "v2-python.json",
-        "v1-python.json",
-        "v4-entries-key.json",
-        "empty.json",
-    ] {
+    let fixtures = registry_dir();
+    for (name, _) in ACCEPTED {
         // A copy: an import creates `<file>.lock` beside the file it reads.
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join(name);

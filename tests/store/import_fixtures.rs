@@ -3,6 +3,7 @@
 //! neither the state nor the log; an import lands as one batch; finished
 //! agents are replaced, unfinished ones refuse the file.
 
+use crate::support::fixtures::{registry_dir, ACCEPTED};
 use crate::support::store::*;
 use agentlog::model::Status;
 use agentlog::registry::*;
@@ -20,25 +21,12 @@ fn manual_opts() -> StoreOptions {
 /// A copy of fixture `name` in `dir/in/` (an import takes a shared lock on
 /// `<file>.lock`, which must not be created among the project's fixtures).
 fn fixture(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/registry")
-        .join(name);
+    let src = registry_dir().join(name);
     let dst = dir.join("in").join(name);
     std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
     std::fs::copy(&src, &dst).unwrap();
     dst
 }
-
-const ACCEPTED: [(&str, usize); 8] = [
-    ("v4-python.json", 3),
-    ("v4-rust.json", 2),
-    ("v4-mixed.json", 3),
-    ("v3-python.json", 1),
-    ("v2-python.json", 1),
-    ("v1-python.json", 1),
-    ("v4-entries-key.json", 1),
-    ("empty.json", 0),
-];
 
 const REFUSED: [(&str, &[&str]); 6] = [
     ("v5-future.json", &["unsupported schema_version 5"]),

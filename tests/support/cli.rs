@@ -290,6 +290,17 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
     log.close().expect("close (syncs)");
 }
 
+/// A heartbeat of `name` (no pid) at `2026-11-30T<at>Z`.
+pub fn heartbeat(at: &str, name: &str) -> agentlog::registry::Event {
+    agentlog::registry::Event {
+        at: t(at),
+        kind: agentlog::registry::EventKind::Heartbeat {
+            agent: name.into(),
+            pid: None,
+        },
+    }
+}
+
 /// `2026-11-30T<hh:mm:ss>Z`.
 pub fn t(hms: &str) -> agentlog::time::Timestamp {
     agentlog::time::Timestamp::parse_rfc3339(&format!("2026-11-30T{hms}Z")).unwrap()

@@ -15,6 +15,8 @@
 //! - [`ops`]: the proptest generator of validated registry commands, and the
 //!   history comparison of the compaction tests.
 //! - [`conformance`]: the schema-v4 readers' contract on exports.
+//! - [`tmpfs`]: a small tmpfs mounted for the full-disk tests, and filling it.
+//! - [`fixtures`]: the shared `registry.json` fixtures and their row counts.
 
 #![allow(dead_code)]
 
@@ -22,10 +24,12 @@ pub mod cli;
 pub mod cluster;
 pub mod conformance;
 pub mod daemon;
+pub mod fixtures;
 pub mod http;
 pub mod log;
 pub mod ops;
 pub mod store;
+pub mod tmpfs;
 
 use std::path::Path;
 

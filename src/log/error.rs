@@ -1,14 +1,15 @@
-//! The crate-wide error type. Every variant names what went wrong and where
-//! (file, offset, LSN) so a caller can act on it without guessing. Other
-//! modules keep their own error enums and convert into this one via `#[from]`.
+//! The log engine's error, [`LogError`]. Every variant names what went wrong
+//! and where (file, offset, LSN) so a caller can act on it without guessing.
+//! The layers above keep their own error enums (`StoreError`, `OpsError`,
+//! ...) and wrap this one via `#[from]`.
 
 use std::path::PathBuf;
 
 /// A log sequence number (see `crate::log::Lsn`).
 type Lsn = u64;
 
-/// The crate `Result`.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// The log's `Result`.
+pub type Result<T, E = LogError> = std::result::Result<T, E>;
 
 fn fmt_lsn(lsn: &Option<Lsn>) -> String {
     match lsn {
@@ -24,9 +25,9 @@ fn fmt_pid(pid: u32) -> String {
     }
 }
 
-/// Everything that can fail in agentlog's storage layer.
+/// Everything that can fail in the log engine.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum LogError {
     /// An operating-system I/O error on a named file or directory.
     #[error("I/O error on {}: {source}", path.display())]
     Io {
@@ -69,13 +70,13 @@ pub enum Error {
     Injected(String),
 }
 
-impl Error {
+impl LogError {
     /// Wrap an `io::Error` with the path it concerns; ENOSPC/EDQUOT become `DiskFull`.
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> LogError {
         let path = path.into();
         match source.raw_os_error() {
-            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull { path, source },
-            _ => Error::Io { path, source },
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => LogError::DiskFull { path, source },
+            _ => LogError::Io { path, source },
         }
     }
 }
