@@ -201,7 +201,14 @@ fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
     let mut sse = Sse::open(&url, None);
     assert_eq!(sse.next(), ("watching".into(), json!({"from": 3}), None));
     let first = sse.next();
-    assert_eq!(first, ("present".into(), json!({"lsn": 2, "agents": ["a", "b"]}), Some(2)));
+    assert_eq!(
+        first,
+        (
+            "present".into(),
+            json!({"lsn": 2, "agents": ["a", "b"]}),
+            Some(2)
+        )
+    );
 
     // A burst of heartbeats pipelined on one connection, then a removal.
     const N: u64 = 300;
@@ -209,7 +216,8 @@ fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
     let mut burst = Vec::new();
     for i in 1..=N {
         let t = second(i);
-        let req = json!({"id": i, "method": "heartbeat", "params": {"name": "a", "at": t, "clock": t}});
+        let req =
+            json!({"id": i, "method": "heartbeat", "params": {"name": "a", "at": t, "clock": t}});
         burst.extend(serde_json::to_vec(&req).unwrap());
         burst.push(b'\n');
     }
@@ -247,7 +255,10 @@ fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
     assert!(lsns.windows(2).all(|w| w[0] < w[1]), "{lsns:?}");
     let newest = &updates.last().unwrap()["row"];
     assert!(
-        newest["last_active"].as_str().unwrap().starts_with(&second(N)[..19]),
+        newest["last_active"]
+            .as_str()
+            .unwrap()
+            .starts_with(&second(N)[..19]),
         "{newest}"
     );
     let listed = web.json("/api/agents");
@@ -257,7 +268,10 @@ fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
     // EventSource's reconnect: after the last row seen, nothing changed but
     // `b` went, which `present` says.
     let mut again = Sse::open(&url, Some(last));
-    assert_eq!(again.next(), ("watching".into(), json!({"from": last + 1}), None));
+    assert_eq!(
+        again.next(),
+        ("watching".into(), json!({"from": last + 1}), None)
+    );
     let (name, data, _) = again.next();
     assert_eq!((name.as_str(), &data["agents"]), ("present", &json!(["a"])));
     // From before the burst: `a`'s newest row once, then `present`.

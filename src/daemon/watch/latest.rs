@@ -30,6 +30,12 @@ use tokio::sync::mpsc;
 /// Batches go out at most this often: what commits meanwhile is merged, so
 /// a reader's work (and the daemon's) is bounded whatever the write rate.
 pub const TICK: Duration = Duration::from_millis(250);
+/// A batch of `n` items is followed by a pause of at least `n` times this
+/// (at most [`MAX_PAUSE`]): a stream carries about a thousand rows a second
+/// however many agents change, so a big busy fleet costs its page (and the
+/// daemon) no more than a small one.
+const PAUSE_PER_ITEM: Duration = Duration::from_millis(1);
+const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 /// What a latest stream has sent its client.
 pub(super) struct Rows {
@@ -68,7 +74,13 @@ impl Rows {
         let through = self.sent_through;
         let (changed, there): (Vec<Agent>, usize) = match &self.agent {
             Some(name) => match state.agent(name) {
-                Some(a) => ((a.last_event_lsn > through).then(|| a.clone()).into_iter().collect(), 1),
+                Some(a) => (
+                    (a.last_event_lsn > through)
+                        .then(|| a.clone())
+                        .into_iter()
+                        .collect(),
+                    1,
+                ),
                 None => (Vec::new(), 0),
             },
             None => {
@@ -80,7 +92,11 @@ impl Rows {
         let (removed, present) = match &self.known {
             None => {
                 let names = match &self.agent {
-                    Some(name) => state.agent(name).map(|a| a.name.clone()).into_iter().collect(),
+                    Some(name) => state
+                        .agent(name)
+                        .map(|a| a.name.clone())
+                        .into_iter()
+                        .collect(),
                     None => state.agents().iter().map(|a| a.name.clone()).collect(),
                 };
                 (Vec::new(), Some(names))
@@ -110,13 +126,21 @@ impl Rows {
 
     /// The batch of the state `store` serves now: `change` items (in LSN
     /// order), `removed` changes, and `present` on the first batch.
-    pub(super) fn next_batch(&mut self, store: &crate::store::Store, d: &dyn Dispatch) -> Vec<Value> {
+    pub(super) fn next_batch(
+        &mut self,
+        store: &crate::store::Store,
+        d: &dyn Dispatch,
+    ) -> Vec<Value> {
         let mut look = store.with_state(|s, lsn| self.look(s, lsn));
         look.changed.sort_by_key(|a| a.last_event_lsn);
         let known = self.known.get_or_insert_with(HashSet::new);
         let mut out = Vec::with_capacity(look.changed.len() + look.removed.len() + 1);
         for a in &look.changed {
-            let kind = if known.contains(&a.name) { "updated" } else { "added" };
+            let kind = if known.contains(&a.name) {
+                "updated"
+            } else {
+                "added"
+            };
             let change = json!({"lsn": a.last_event_lsn, "type": kind, "agent": a.name, "row": d.agent_json(a)});
             out.push(json!({ "change": change }));
         }
@@ -138,7 +162,8 @@ impl Rows {
 
 /// Sends `rows`' batches into `tx` until the client goes or the daemon
 /// stops: one as soon as the stream opens, then one after each commit that
-/// moved the served state, at most one per [`TICK`].
+/// moved the served state, at most one per [`TICK`] (longer after a big
+/// batch, see [`PAUSE_PER_ITEM`]).
 pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sender<Value>) {
     let mut shutdown = shared.shutdown.clone();
     // The (applied LSN, agents) of the last look: a compaction that retires
@@ -162,6 +187,9 @@ pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sende
             .await;
             let Ok((batch, r)) = step else { return };
             rows = r;
+            let pause =
+                PAUSE_PER_ITEM.saturating_mul(u32::try_from(batch.len()).unwrap_or(u32::MAX));
+            let pause = pause.clamp(TICK, MAX_PAUSE);
             for item in batch {
                 tokio::select! {
                     sent = tx.send(item) => if sent.is_err() { return },
@@ -169,7 +197,7 @@ pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sende
                 }
             }
             tokio::select! {
-                _ = tokio::time::sleep(TICK) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = shutdown.changed() => return,
                 _ = tx.closed() => return,
             }
@@ -236,7 +264,12 @@ mod tests {
             .map(|item| {
                 let (key, body) = item.as_object().unwrap().iter().next().unwrap();
                 let s = |k: &str| body[k].as_str().unwrap_or("").to_string();
-                (key.clone(), s("type"), s("agent"), body["lsn"].as_u64().unwrap())
+                (
+                    key.clone(),
+                    s("type"),
+                    s("agent"),
+                    body["lsn"].as_u64().unwrap(),
+                )
             })
             .collect()
     }
@@ -253,7 +286,11 @@ mod tests {
         let present = ("present".to_string(), String::new(), String::new(), 3);
         assert_eq!(
             summary(&batch),
-            [change("added", "b", 2), change("added", "a", 3), present.clone()]
+            [
+                change("added", "b", 2),
+                change("added", "a", 3),
+                present.clone()
+            ]
         );
         assert_eq!(batch[2]["present"]["agents"], json!(["a", "b"]));
         // Resuming after LSN 2: only `a` changed since; `present` still

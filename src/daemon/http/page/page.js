@@ -1,8 +1,9 @@
 // The live registry page. Every string from the registry reaches the DOM
 // through textContent (never parsed as markup), so "<script>" is text.
 // Rows come from /api/agents, then live over SSE (/api/events in `latest`
-// mode: each changed agent's newest row at most four times a second, then
-// `present` or `removed`; resumed by Last-Event-ID); nothing polls.
+// mode: each changed agent's newest row at most four times a second, about
+// a thousand rows a second at most, then `present` or `removed`; resumed by
+// Last-Event-ID); nothing polls.
 // The browser's work is bounded too: changes are merged per agent and
 // applied at most every RENDER_EVERY ms, a row's cells are written only
 // when their text changes, and the table's rows are built once and moved,
@@ -60,7 +61,8 @@ function matches(r, f) {
       String(r.display_name || "").toLowerCase().includes(f.name));
 }
 
-// A cell's text, written only when it differs from what is shown.
+// A cell's text, class or title, written only when it differs from what is
+// shown: an unchanged write would still invalidate style.
 function setText(entry, i, text) {
   const t = text === undefined || text === null ? "" : String(text);
   if (entry.texts[i] !== t) {
@@ -68,17 +70,20 @@ function setText(entry, i, text) {
     entry.cells[i].textContent = t;
   }
 }
+function setAttr(node, key, value) {
+  if (node[key] !== value) node[key] = value;
+}
 
 function fill(entry) {
   const r = entry.row;
   setText(entry, 0, r.name);
-  entry.cells[0].title = String(r.display_name || "");
+  setAttr(entry.cells[0], "title", String(r.display_name || ""));
   setText(entry, 1, r.provider);
   setText(entry, 2, r.status);
-  entry.cells[2].className = "st st-" + String(r.status).replace(/[^a-z_]/g, "");
+  setAttr(entry.cells[2], "className", "st st-" + String(r.status).replace(/[^a-z_]/g, ""));
   setText(entry, 3, r.status_message);
   setText(entry, 4, ago(r.last_active));
-  entry.cells[4].title = String(r.last_active || "");
+  setAttr(entry.cells[4], "title", String(r.last_active || ""));
   setText(entry, 5, r.pid);
   setText(entry, 6, r.life);
 }
