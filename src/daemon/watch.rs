@@ -10,6 +10,10 @@
 //! producer stops and records the first LSN not queued: the writer sends the
 //! queued lines, then `lagged` with that LSN, and closes the connection.
 //!
+//! With `latest` ([`latest`]) nothing is read from the log: the producer
+//! sends the rows that changed in the served state, at most once per
+//! [`latest::TICK`].
+//!
 //! A waiting `read` ([`read_when_mail`]) rides on the same commit signal:
 //! it checks the served state for unread mail after each commit and answers
 //! when there is some or its time is up, holding no thread meanwhile.
@@ -22,7 +26,6 @@ use crate::registry::{codec, tag, Event, Lsn, State};
 use crate::store::{with_origin, At, Store};
 use crate::time::Timestamp;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,12 +34,12 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+mod latest;
+
 /// How long a full buffer is tolerated before the watcher is dropped.
 pub const LAG_GRACE: Duration = Duration::from_millis(500);
 /// Records read per producer step.
 const CHUNK: usize = 1024;
-/// How long a caught-up `latest` watcher lets records gather.
-const LATEST_PAUSE: Duration = Duration::from_millis(50);
 
 /// What a watcher asked for.
 #[derive(Debug, Clone, Default)]
@@ -45,7 +48,8 @@ struct Filter {
     agent: Option<String>,
     kinds: Option<Vec<u8>>,
     changes: bool,
-    /// Changes mode: one change per agent per chunk, its newest row.
+    /// Changes mode from the served state: each changed agent's newest
+    /// row, at most once per [`latest::TICK`].
     latest: bool,
 }
 
@@ -135,46 +139,6 @@ fn change_doc(
     Some(json!({ "change": change }))
 }
 
-/// Agents a `latest` chunk touched, in first-touch order: name, row before
-/// the chunk, last LSN that touched it.
-#[derive(Default)]
-struct Touched {
-    agents: Vec<(String, Option<Agent>, Lsn)>,
-    index: HashMap<String, usize>,
-}
-
-impl Touched {
-    fn touch(&mut self, name: &str, state: &State, lsn: Lsn) {
-        match self.index.get(name) {
-            Some(&i) => self.agents[i].2 = lsn,
-            None => {
-                self.index.insert(name.to_string(), self.agents.len());
-                let before = state.agent(name).cloned();
-                self.agents.push((name.to_string(), before, lsn));
-            }
-        }
-    }
-
-    /// One change per agent (its newest row), in LSN order; an unsent one
-    /// resumes from `resume` (the chunk's first LSN: a row may repeat,
-    /// none is missed).
-    fn flush(
-        &mut self,
-        d: &dyn super::Dispatch,
-        state: &State,
-        resume: Lsn,
-        out: &mut Vec<(Lsn, Value)>,
-    ) {
-        self.agents.sort_by_key(|t| t.2);
-        for (name, before, lsn) in self.agents.drain(..) {
-            if let Some(doc) = change_doc(d, lsn, &name, before.as_ref(), state.agent(&name)) {
-                out.push((resume, doc));
-            }
-        }
-        self.index.clear();
-    }
-}
-
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns the lines, each
 /// with the LSN to resume from if it is not sent, and how many records were
 /// read (0: the watcher is at the head).
@@ -186,8 +150,6 @@ fn read_chunk(
     let view = store.view();
     let mut out = Vec::new();
     let mut read = 0;
-    let first = c.next;
-    let mut touched = Touched::default();
     for rec in view.iter_from(c.next).take(CHUNK) {
         let rec = match rec {
             Ok(r) => r,
@@ -212,13 +174,6 @@ fn read_chunk(
         if let Some(state) = &mut c.fold {
             let name = event.kind.subject_agent();
             let wanted = name.filter(|n| c.filter.agent.as_deref().is_none_or(|a| a == *n));
-            if c.filter.latest {
-                if let Some(n) = wanted {
-                    touched.touch(n, state, lsn);
-                }
-                state.apply(lsn, &event);
-                continue;
-            }
             let Some(name) = wanted.map(str::to_string) else {
                 state.apply(lsn, &event);
                 continue;
@@ -232,9 +187,6 @@ fn read_chunk(
             let origin = codec::origin(rec.payload);
             out.push((lsn, json!({"event": d.event_json(lsn, &event, origin)})));
         }
-    }
-    if let Some(state) = &c.fold {
-        touched.flush(d, state, first, &mut out);
     }
     (out, read)
 }
@@ -272,7 +224,7 @@ pub(crate) async fn open(
     let filter = Filter::parse(params)?;
     let head = shared.store.applied_lsn();
     let from = filter.from.unwrap_or(head + 1).max(1);
-    let fold = if filter.changes {
+    let fold = if filter.changes && !filter.latest {
         let store = shared.store.clone();
         match tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await {
             Ok(Ok(s)) => Some(s),
@@ -287,13 +239,18 @@ pub(crate) async fn open(
     };
     let (tx, items) = mpsc::channel::<Value>(shared.opts.watch_buffer.max(1));
     let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
-    let cursor = Cursor {
-        next: from,
-        filter,
-        fold,
-    };
     shared.watchers.fetch_add(1, Ordering::AcqRel);
-    let producer = tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()));
+    let producer = if filter.latest {
+        let rows = latest::Rows::new(from, filter.agent);
+        tokio::spawn(latest::produce(shared.clone(), rows, tx))
+    } else {
+        let cursor = Cursor {
+            next: from,
+            filter,
+            fold,
+        };
+        tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()))
+    };
     Ok(Stream {
         from,
         items,
@@ -377,15 +334,6 @@ async fn produce(
             }
         }
         if read > 0 {
-            // A caught-up `latest` watcher lets records gather for a moment,
-            // so it reads (and sends rows) in runs, not once per record.
-            if read < CHUNK && cursor.filter.latest {
-                tokio::select! {
-                    _ = shutdown.changed() => return,
-                    _ = tx.closed() => return,
-                    _ = tokio::time::sleep(LATEST_PAUSE) => {}
-                }
-            }
             continue;
         }
         tokio::select! {

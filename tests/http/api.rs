@@ -181,3 +181,103 @@ fn latest_sends_each_agents_newest_row_once() {
     assert_eq!(data[2]["row"]["status"], "busy");
     assert_eq!(data[1]["row"]["last_event_lsn"], 8);
 }
+
+/// The time of the `i`th heartbeat of a burst: `i` seconds after [`NOW`].
+fn second(i: u64) -> String {
+    format!("2030-01-01T00:{:02}:{:02}Z", i / 60, i % 60)
+}
+
+#[test]
+fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
+    use serde_json::json;
+    let s = Store::new();
+    for n in ["a", "b"] {
+        s.ok(&["register", n, "--provider", "claude", "--cwd", "/w"]);
+    }
+    let web = Web::start(&s.dir);
+    let url = format!("{}/api/events?changes=true&latest=true", web.base);
+    let mut sse = Sse::open(&url, None);
+    assert_eq!(sse.next(), ("watching".into(), json!({"from": 3}), None));
+    let first = sse.next();
+    assert_eq!(
+        first,
+        (
+            "present".into(),
+            json!({"lsn": 2, "agents": ["a", "b"]}),
+            Some(2)
+        )
+    );
+
+    // A burst of heartbeats pipelined on one connection, then a removal.
+    const N: u64 = 300;
+    let mut c = Conn::connect(&s.dir);
+    let mut burst = Vec::new();
+    for i in 1..=N {
+        let t = second(i);
+        let req =
+            json!({"id": i, "method": "heartbeat", "params": {"name": "a", "at": t, "clock": t}});
+        burst.extend(serde_json::to_vec(&req).unwrap());
+        burst.push(b'\n');
+    }
+    c.send_raw(&burst);
+    let mut last = 0;
+    for _ in 1..=N {
+        let r = c.recv().unwrap();
+        let lsn = r["result"]["lsn"].as_u64();
+        last = last.max(lsn.unwrap_or_else(|| panic!("heartbeat: {r}")));
+    }
+    assert_eq!(last, 2 + N);
+    s.ok(&["remove", "b"]);
+
+    // The stream sends `a`'s row as of each look, not each heartbeat, and
+    // `b`'s removal once.
+    let mut updates: Vec<serde_json::Value> = Vec::new();
+    let mut removed = None;
+    while removed.is_none() || updates.last().map(|u| u["lsn"].clone()) != Some(json!(last)) {
+        let (name, data, id) = sse.next();
+        assert_eq!(name, "change", "{data}");
+        assert_eq!(id, data["lsn"].as_u64(), "{data}");
+        match (data["type"].as_str(), data["agent"].as_str()) {
+            (Some("updated"), Some("a")) => updates.push(data),
+            (Some("removed"), Some("b")) if removed.is_none() => removed = id,
+            _ => panic!("unexpected change: {data}"),
+        }
+    }
+    assert!(removed.unwrap() > last, "{removed:?}");
+    assert!(
+        updates.len() < (N / 10) as usize,
+        "{} row updates for {N} heartbeats: the stream did not merge them",
+        updates.len()
+    );
+    let lsns: Vec<u64> = updates.iter().map(|u| u["lsn"].as_u64().unwrap()).collect();
+    assert!(lsns.windows(2).all(|w| w[0] < w[1]), "{lsns:?}");
+    let newest = &updates.last().unwrap()["row"];
+    assert!(
+        newest["last_active"]
+            .as_str()
+            .unwrap()
+            .starts_with(&second(N)[..19]),
+        "{newest}"
+    );
+    let listed = web.json("/api/agents");
+    assert_eq!(listed["agents"].as_array().unwrap().len(), 1);
+    assert_eq!(&listed["agents"][0], newest);
+
+    // EventSource's reconnect: after the last row seen, nothing changed but
+    // `b` went, which `present` says.
+    let mut again = Sse::open(&url, Some(last));
+    assert_eq!(
+        again.next(),
+        ("watching".into(), json!({"from": last + 1}), None)
+    );
+    let (name, data, _) = again.next();
+    assert_eq!((name.as_str(), &data["agents"]), ("present", &json!(["a"])));
+    // From before the burst: `a`'s newest row once, then `present`.
+    let mut early = Sse::open(&url, Some(2));
+    assert_eq!(early.next().1, json!({"from": 3}));
+    let (name, data, id) = early.next();
+    assert_eq!((name.as_str(), id), ("change", Some(last)));
+    assert_eq!((&data["type"], &data["row"]), (&json!("added"), newest));
+    let (name, data, _) = early.next();
+    assert_eq!((name.as_str(), &data["agents"]), ("present", &json!(["a"])));
+}

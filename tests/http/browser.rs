@@ -1,7 +1,7 @@
 //! The live page in a real headless browser (Debian's chromium, driven over
 //! WebDriver by chromedriver): it shows the registered agents, shows a
-//! status change made through the CLI within a second with no reload, and
-//! renders hostile names as text. Chromium missing is a failure, not a
+//! status change made through the CLI within a second with no reload, drops
+//! a removed agent's row, and renders hostile names as text. Chromium missing is a failure, not a
 //! skip: `.ci/run` installs it.
 
 use crate::support::http::*;
@@ -78,6 +78,19 @@ fn the_live_page_shows_agents_updates_without_reload_and_escapes() {
         seen < Duration::from_secs(1),
         "the change took {seen:?} to show"
     );
+    assert_eq!(browser.eval("return window.__same_document;"), json!(42));
+
+    // A removal takes the row away, still without a reload.
+    s.ok(&["remove", "beta"]);
+    eventually("the removed agent's row to go", || {
+        let rows = browser.eval(ROWS);
+        let names: Vec<&str> = rows
+            .as_array()?
+            .iter()
+            .filter_map(|r| r[0].as_str())
+            .collect();
+        (names == [HOSTILE, "alpha"]).then_some(())
+    });
     assert_eq!(browser.eval("return window.__same_document;"), json!(42));
 
     // Filters and the audit timeline.

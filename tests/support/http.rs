@@ -77,6 +77,54 @@ fn send(method: &str, url: &str, body: &Value) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {url}: {e}: {text}"))
 }
 
+/// An open Server-Sent Events stream, read one event at a time.
+pub struct Sse {
+    lines: std::io::Lines<std::io::BufReader<ureq::BodyReader<'static>>>,
+}
+
+/// One event: its name, its data (JSON) and its id, if it has one.
+pub type SseEvent = (String, Value, Option<u64>);
+
+impl Sse {
+    /// GETs `url` (with `Last-Event-ID: last` when given) and checks that
+    /// the answer is an event stream.
+    pub fn open(url: &str, last_event_id: Option<u64>) -> Sse {
+        let mut req = agent().get(url);
+        if let Some(id) = last_event_id {
+            req = req.header("Last-Event-ID", id.to_string());
+        }
+        let r = req.call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let kind = r.headers()["content-type"].to_str().unwrap().to_string();
+        assert_eq!(kind, "text/event-stream", "GET {url}");
+        let reader = std::io::BufReader::new(r.into_body().into_reader());
+        Sse {
+            lines: std::io::BufRead::lines(reader),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped); panics at the end.
+    pub fn next(&mut self) -> SseEvent {
+        let (mut name, mut data, mut id) = (String::new(), None, None);
+        for line in self.lines.by_ref() {
+            let line = line.expect("read the event stream");
+            if line.is_empty() {
+                if let Some(d) = data.take() {
+                    return (name, d, id);
+                }
+                continue;
+            }
+            if let Some(v) = line.strip_prefix("event: ") {
+                name = v.to_string();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = Some(serde_json::from_str(v).unwrap_or_else(|e| panic!("{e}: {v}")));
+            } else if let Some(v) = line.strip_prefix("id: ") {
+                id = Some(v.parse().unwrap());
+            }
+        }
+        panic!("the event stream ended");
+    }
+}
+
 /// The value of the sample `series` (name and labels exactly as rendered,
 /// e.g. `agentlog_agents{status="busy"}`) in a Prometheus text page.
 pub fn sample(page: &str, series: &str) -> Option<f64> {

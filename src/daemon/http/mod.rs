@@ -302,6 +302,97 @@ async fn audit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::server::Shared;
+    use crate::daemon::{access::Access, durable::Syncer, Dispatch, Outcome, ServeOptions};
+    use crate::model::Agent;
+    use crate::registry::codec::Origin;
+    use crate::registry::{Event, Lsn, Registration};
+    use crate::store::{Store, StoreOptions};
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::Notify;
+
+    /// `/readyz` needs no operation methods.
+    struct NoMethods;
+
+    impl Dispatch for NoMethods {
+        fn knows(&self, _: &str) -> bool {
+            false
+        }
+        fn read_only(&self, _: &str) -> bool {
+            true
+        }
+        fn call(&self, _: &Arc<Store>, m: &str, _: &Map<String, Value>) -> Outcome {
+            Err(ErrorReply::new(
+                code::FAILED,
+                format!("{m}: no methods here"),
+                1,
+            ))
+        }
+        fn event_json(&self, _: Lsn, _: &Event, _: Option<Origin>) -> Value {
+            Value::Null
+        }
+        fn agent_json(&self, a: &Agent) -> Value {
+            json!(a.name)
+        }
+    }
+
+    async fn ready(http: &Arc<Http>) -> (StatusCode, Value) {
+        let r = readyz(State(http.clone())).await;
+        let status = r.status();
+        let body = axum::body::to_bytes(r.into_body(), 1 << 20).await.unwrap();
+        (status, serde_json::from_slice(&body).unwrap())
+    }
+
+    /// A real poisoning: the log's injected sync failure (the path a failed
+    /// `msync`/`fsync` takes) under a durable command, then `/readyz`.
+    #[tokio::test]
+    async fn readyz_is_503_with_the_reason_once_a_sync_failure_poisons_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StoreOptions::default();
+        opts.log.faults.fail_syncs = true;
+        let store = Arc::new(Store::open(dir.path(), opts).unwrap());
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let shared = Arc::new(Shared {
+            syncer: Arc::new(Syncer::new(store.log().synced_lsn())),
+            store: store.clone(),
+            dispatch: Arc::new(NoMethods),
+            opts: ServeOptions::default(),
+            access: Access::new(0, Vec::new(), Vec::new()),
+            committed: Notify::new(),
+            shutdown,
+            store_id: "test".into(),
+            connections: AtomicUsize::new(0),
+            lagged: AtomicUsize::new(0),
+            watchers: AtomicUsize::new(0),
+            http_addr: None,
+            waiting_reads: AtomicUsize::new(0),
+        });
+        let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .build_recorder()
+            .handle();
+        let (rate_tx, _) = broadcast::channel(1);
+        let http = Arc::new(Http {
+            shared,
+            prometheus,
+            rates: Mutex::default(),
+            rate_tx,
+        });
+        assert_eq!(
+            ready(&http).await,
+            (StatusCode::OK, json!({"ready": true, "last_lsn": 0}))
+        );
+
+        let failed = store.register(Registration::new("w1", "claude", "/w"), None);
+        assert!(failed.is_err(), "the durable register must fail its sync");
+        let (status, body) = ready(&http).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["ready"], false, "{body}");
+        let reasons = body["reasons"].as_array().unwrap();
+        assert_eq!(reasons.len(), 1, "{body}");
+        let why = reasons[0].as_str().unwrap();
+        assert!(why.contains("poisoned") && why.contains("restart"), "{why}");
+        assert!(why.contains(store.log().poisoned().unwrap()), "{why}");
+    }
 
     #[test]
     fn not_ready_says_why() {

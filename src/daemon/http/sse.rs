@@ -6,10 +6,11 @@
 //! Each `/api/events` item carries `id: <lsn>`, so a browser's EventSource
 //! that reconnects (after `lagged`, or a dropped connection) sends
 //! `Last-Event-ID` and resumes right after the last item it got: nothing
-//! missed, nothing twice. With `latest=true` (changes mode) the watch sends
-//! one change per agent per chunk of records, and batches go out at most
-//! every [`LATEST_EVERY`], merged again to the newest row per agent (the
-//! page's mode: a table needs the current row, not every heartbeat).
+//! missed, nothing twice. With `latest=true` (changes mode; the page's
+//! mode) the watch reads no records: it sends the rows that changed in the
+//! served state, at most four times a second, then `present` or `removed`
+//! (the watch module's `latest`); ids are still LSNs, so a reconnect resumes
+//! the same way.
 
 use super::{error_response, Http};
 use crate::daemon::watch;
@@ -20,17 +21,14 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream, StreamExt};
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::broadcast;
 
 /// Items sent in one go at most (then the next batch).
 const BATCH: usize = 4096;
-/// With `latest`, batches go out at most this often: what arrives meanwhile
-/// is merged, so a browser's work is bounded whatever the write rate.
-const LATEST_EVERY: Duration = Duration::from_millis(100);
 
 fn usage(msg: String) -> ErrorReply {
     ErrorReply::new(code::USAGE, msg, 2)
@@ -46,11 +44,11 @@ fn flag(q: &HashMap<String, String>, key: &str) -> Result<bool, ErrorReply> {
     }
 }
 
-/// The `watch` parameters of a query (and `Last-Event-ID`), plus `latest`.
+/// The `watch` parameters of a query (and `Last-Event-ID`).
 fn params(
     q: &HashMap<String, String>,
     headers: &HeaderMap,
-) -> Result<(Map<String, Value>, bool), ErrorReply> {
+) -> Result<Map<String, Value>, ErrorReply> {
     let mut p = Map::new();
     for key in q.keys() {
         if !["from", "agent", "kinds", "changes", "latest"].contains(&key.as_str()) {
@@ -83,14 +81,14 @@ fn params(
     if flag(q, "changes")? {
         p.insert("changes".into(), json!(true));
     }
-    let latest = flag(q, "latest")?;
-    if latest {
+    if flag(q, "latest")? {
         p.insert("latest".into(), json!(true));
     }
-    Ok((p, latest))
+    Ok(p)
 }
 
-/// One watch item as an SSE event: its key (`change`, `event`, `error`) is
+/// One watch item as an SSE event: its key (`change`, `event`, `error`,
+/// `present`) is
 /// the event name, its LSN the id, the object the data.
 fn sse_event(item: &Value) -> Event {
     let (name, body) = match item.as_object().and_then(|o| o.iter().next()) {
@@ -104,29 +102,13 @@ fn sse_event(item: &Value) -> Event {
     ev
 }
 
-/// Keeps, of the changes in `batch`, only each agent's last (in LSN order
-/// of those kept); other items stay.
-fn merge_latest(batch: Vec<Value>) -> Vec<Value> {
-    let mut seen = HashSet::new();
-    let mut kept: Vec<Value> = batch
-        .into_iter()
-        .rev()
-        .filter(|item| match item["change"]["agent"].as_str() {
-            Some(agent) => seen.insert(agent.to_string()),
-            None => true,
-        })
-        .collect();
-    kept.reverse();
-    kept
-}
-
 /// `/api/events`: PROTOCOL.md, "HTTP".
 pub(super) async fn events(
     State(http): State<Arc<Http>>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    let (params, latest) = match params(&q, &headers) {
+    let params = match params(&q, &headers) {
         Ok(p) => p,
         Err(e) => return error_response(&e),
     };
@@ -137,11 +119,8 @@ pub(super) async fn events(
     let first = Event::default()
         .event("watching")
         .data(json!({"from": watch.from}).to_string());
-    let rest = stream::unfold(Some((watch, None)), move |state| async move {
-        let (mut watch, last): (watch::Stream, Option<Instant>) = state?;
-        if let Some(at) = last.filter(|_| latest) {
-            tokio::time::sleep_until((at + LATEST_EVERY).into()).await;
-        }
+    let rest = stream::unfold(Some(watch), move |state| async move {
+        let mut watch: watch::Stream = state?;
         let Some(item) = watch.items.recv().await else {
             let last = match watch.lagged() {
                 Some(resume) => Event::default()
@@ -161,11 +140,8 @@ pub(super) async fn events(
                 Err(_) => break,
             }
         }
-        if latest {
-            batch = merge_latest(batch);
-        }
         let events = batch.iter().map(sse_event).collect();
-        Some((events, Some((watch, Some(Instant::now())))))
+        Some((events, Some(watch)))
     })
     .flat_map(stream::iter);
     respond(stream::once(async { first }).chain(rest))
@@ -215,17 +191,4 @@ where
     Sse::new(events.map(Ok::<_, Infallible>))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn latest_keeps_each_agents_last_change_in_order() {
-        let c = |lsn: u64, a: &str| json!({"change": {"lsn": lsn, "agent": a}});
-        let e = json!({"error": {"lsn": 3}});
-        let out = merge_latest(vec![c(1, "a"), c(2, "b"), e.clone(), c(4, "a")]);
-        assert_eq!(out, vec![c(2, "b"), e, c(4, "a")]);
-    }
 }

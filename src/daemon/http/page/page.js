@@ -1,16 +1,32 @@
 // The live registry page. Every string from the registry reaches the DOM
 // through textContent (never parsed as markup), so "<script>" is text.
-// Rows come from /api/agents, then live changes over SSE (/api/events,
-// changes mode, resumed by Last-Event-ID); nothing polls.
+// Rows come from /api/agents, then live over SSE (/api/events in `latest`
+// mode: each changed agent's newest row at most four times a second, about
+// a thousand rows a second at most, then `present` or `removed`; resumed by
+// Last-Event-ID); nothing polls.
+// The browser's work is bounded too: changes are merged per agent and
+// applied at most every RENDER_EVERY ms, a row's cells are written only
+// when their text changes, and the table's rows are built once and moved,
+// never rebuilt, so an update does not lay out the whole table again.
 "use strict";
 
-const rows = new Map(); // agent name -> list --json row
-let lsn = 0;
-let dirty = new Set();
-let renderQueued = false;
-let selected = null;
+const RENDER_EVERY = 200; // ms
+const BULK = 64; // new rows in one render past which the table is placed in one pass
+const AUDIT_EVERY = 2000; // ms between refreshes of an open audit timeline
 
 const $ = (id) => document.getElementById(id);
+const byName = new Intl.Collator().compare;
+
+const agents = new Map(); // name -> entry {row, tr, cells, texts, shown}
+const order = []; // every name, sorted
+const pending = new Map(); // name -> newest row, or null when removed
+let lsn = 0;
+let renderTimer = 0;
+let selected = null;
+let auditAt = 0;
+let auditTimer = 0;
+const statuses = new Set();
+const providers = new Set();
 
 function el(tag, text, cls) {
   const e = document.createElement(tag);
@@ -31,28 +47,90 @@ function ago(iso) {
   return iso;
 }
 
-function matches(r) {
-  const st = $("f-status").value, pv = $("f-provider").value;
-  const q = $("f-name").value.toLowerCase();
-  return (!st || r.status === st) && (!pv || r.provider === pv) &&
-    (!q || String(r.name).toLowerCase().includes(q) ||
-      String(r.display_name || "").toLowerCase().includes(q));
+function filters() {
+  return {
+    status: $("f-status").value,
+    provider: $("f-provider").value,
+    name: $("f-name").value.toLowerCase(),
+  };
 }
 
-function rowElement(r) {
+function matches(r, f) {
+  return (!f.status || r.status === f.status) && (!f.provider || r.provider === f.provider) &&
+    (!f.name || String(r.name).toLowerCase().includes(f.name) ||
+      String(r.display_name || "").toLowerCase().includes(f.name));
+}
+
+// A cell's text, class or title, written only when it differs from what is
+// shown: an unchanged write would still invalidate style.
+function setText(entry, i, text) {
+  const t = text === undefined || text === null ? "" : String(text);
+  if (entry.texts[i] !== t) {
+    entry.texts[i] = t;
+    entry.cells[i].textContent = t;
+  }
+}
+function setAttr(node, key, value) {
+  if (node[key] !== value) node[key] = value;
+}
+
+function fill(entry) {
+  const r = entry.row;
+  setText(entry, 0, r.name);
+  setAttr(entry.cells[0], "title", String(r.display_name || ""));
+  setText(entry, 1, r.provider);
+  setText(entry, 2, r.status);
+  setAttr(entry.cells[2], "className", "st st-" + String(r.status).replace(/[^a-z_]/g, ""));
+  setText(entry, 3, r.status_message);
+  setText(entry, 4, ago(r.last_active));
+  setAttr(entry.cells[4], "title", String(r.last_active || ""));
+  setText(entry, 5, r.pid);
+  setText(entry, 6, r.life);
+}
+
+function newEntry(name, row) {
   const tr = document.createElement("tr");
-  tr.dataset.agent = r.name;
-  const name = el("td", r.name, "name");
-  if (r.display_name) name.title = String(r.display_name);
-  tr.append(name, el("td", r.provider));
-  const st = el("td");
-  st.append(el("span", r.status, "st st-" + String(r.status).replace(/[^a-z_]/g, "")));
-  tr.append(st, el("td", r.status_message, "msg"));
-  const last = el("td", ago(r.last_active));
-  last.title = String(r.last_active || "");
-  tr.append(last, el("td", r.pid), el("td", r.life));
-  tr.addEventListener("click", () => showAudit(r.name));
-  return tr;
+  tr.dataset.agent = name;
+  const status = el("span");
+  const cells = [el("td", null, "name"), el("td"), status, el("td", null, "msg"),
+    el("td"), el("td"), el("td")];
+  const statusCell = el("td");
+  statusCell.append(status);
+  tr.append(cells[0], cells[1], statusCell, ...cells.slice(3));
+  tr.addEventListener("click", () => showAudit(name));
+  const entry = { row, tr, cells, texts: [], shown: false };
+  fill(entry);
+  return entry;
+}
+
+// Index of `name` in `order`, or where it would go.
+function place(name) {
+  let lo = 0, hi = order.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (byName(order[mid], name) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// Puts a row into the table (in name order) or takes it out.
+function show(entry, name, on) {
+  if (entry.shown === on) return;
+  entry.shown = on;
+  if (!on) {
+    entry.tr.remove();
+    return;
+  }
+  const body = $("agents").tBodies[0];
+  for (let i = place(name) + 1; i < order.length; i++) {
+    const next = agents.get(order[i]);
+    if (next.shown) {
+      body.insertBefore(entry.tr, next.tr);
+      return;
+    }
+  }
+  body.append(entry.tr);
 }
 
 function syncOptions(select, values) {
@@ -66,30 +144,95 @@ function syncOptions(select, values) {
   }
 }
 
-function render() {
-  renderQueued = false;
-  const body = $("agents").tBodies[0];
-  const shown = [...rows.values()].filter(matches)
-    .sort((a, b) => String(a.name).localeCompare(String(b.name)));
-  const fresh = document.createDocumentFragment();
-  for (const r of shown) {
-    const tr = rowElement(r);
-    if (dirty.has(r.name)) tr.classList.add("flash");
-    fresh.append(tr);
+function noteValues(r) {
+  const s = String(r.status), p = String(r.provider);
+  if (!statuses.has(s)) {
+    statuses.add(s);
+    syncOptions($("f-status"), statuses);
   }
-  body.replaceChildren(fresh);
-  dirty = new Set();
-  syncOptions($("f-status"), new Set([...rows.values()].map((r) => r.status)));
-  syncOptions($("f-provider"), new Set([...rows.values()].map((r) => r.provider)));
-  $("count").textContent = shown.length + " of " + rows.size + " agents";
+  if (!providers.has(p)) {
+    providers.add(p);
+    syncOptions($("f-provider"), providers);
+  }
+}
+
+function countShown() {
+  let n = 0;
+  for (const e of agents.values()) if (e.shown) n++;
+  $("count").textContent = n + " of " + agents.size + " agents";
+}
+
+// Applies the merged changes: only the rows that changed are touched. Many
+// new rows at once (the first load) are placed in one pass instead.
+function render() {
+  renderTimer = 0;
+  const f = filters();
+  let fresh = 0;
+  for (const [name, row] of pending) if (row !== null && !agents.has(name)) fresh++;
+  const bulk = fresh > BULK;
+  let auditChanged = false;
+  for (const [name, row] of pending) {
+    let entry = agents.get(name);
+    if (name === selected) auditChanged = true;
+    if (row === null) {
+      if (entry) {
+        show(entry, name, false);
+        agents.delete(name);
+        order.splice(place(name), 1);
+      }
+      continue;
+    }
+    noteValues(row);
+    if (!entry) {
+      entry = newEntry(name, row);
+      agents.set(name, entry);
+      if (bulk) order.push(name);
+      else order.splice(place(name), 0, name);
+    } else {
+      const before = entry.row;
+      entry.row = row;
+      fill(entry);
+      if (entry.shown && (before.status !== row.status || before.status_message !== row.status_message)) {
+        entry.tr.animate([{ background: "#fff3b0" }, { background: "transparent" }], 1000);
+      }
+    }
+    if (!bulk) show(entry, name, matches(row, f));
+  }
+  pending.clear();
+  if (bulk) {
+    order.sort(byName);
+    rebuild(f);
+  }
+  countShown();
   $("lsn").textContent = "at LSN " + lsn;
+  if (auditChanged) refreshAudit();
+}
+
+// Every row shown or hidden again in one pass (the rows are moved, not
+// made again).
+function rebuild(f) {
+  const rowsShown = document.createDocumentFragment();
+  for (const name of order) {
+    const entry = agents.get(name);
+    entry.shown = matches(entry.row, f);
+    if (entry.shown) rowsShown.append(entry.tr);
+  }
+  $("agents").tBodies[0].replaceChildren(rowsShown);
 }
 
 function queueRender() {
-  if (!renderQueued) {
-    renderQueued = true;
-    setTimeout(render, 30);
-  }
+  if (!renderTimer) renderTimer = setTimeout(render, RENDER_EVERY);
+}
+
+// A filter changed.
+function refilter() {
+  rebuild(filters());
+  countShown();
+}
+
+// "… ago" moves with the clock: rewritten where its text changed.
+function refreshAges() {
+  for (const e of agents.values()) if (e.shown) setText(e, 4, ago(e.row.last_active));
 }
 
 function setConn(text, cls) {
@@ -100,31 +243,46 @@ function setConn(text, cls) {
 
 function applyChange(ch) {
   lsn = Math.max(lsn, ch.lsn || 0);
-  if (ch.type === "removed") rows.delete(ch.agent);
-  else if (ch.row) rows.set(ch.agent, ch.row);
-  dirty.add(ch.agent);
+  pending.set(ch.agent, ch.type === "removed" ? null : ch.row);
   queueRender();
-  if (selected === ch.agent) showAudit(ch.agent);
+}
+
+// The agents there are at `lsn`: a row of any other name is gone.
+function applyPresent(p) {
+  lsn = Math.max(lsn, p.lsn || 0);
+  const there = new Set(p.agents);
+  for (const name of agents.keys()) if (!there.has(name) && !pending.has(name)) pending.set(name, null);
+  queueRender();
 }
 
 async function start() {
   const res = await fetch("/api/agents");
   if (!res.ok) throw new Error("/api/agents: HTTP " + res.status);
   const doc = await res.json();
-  rows.clear();
-  for (const r of doc.agents) rows.set(r.name, r);
+  for (const r of doc.agents) pending.set(r.name, r);
   lsn = doc.lsn;
   render();
   const es = new EventSource("/api/events?changes=true&latest=true&from=" + (doc.lsn + 1));
   es.addEventListener("watching", () => setConn("live", "live"));
   es.addEventListener("change", (e) => applyChange(JSON.parse(e.data)));
-  es.addEventListener("lagged", () => setConn("catching up…", ""));
+  es.addEventListener("present", (e) => applyPresent(JSON.parse(e.data)));
   es.addEventListener("end", () => setConn("daemon stopped", "down"));
   es.onerror = () => setConn("reconnecting…", "down");
 }
 
+// The open timeline follows its agent, at most once per AUDIT_EVERY.
+function refreshAudit() {
+  if (auditTimer || selected === null) return;
+  const wait = Math.max(0, auditAt + AUDIT_EVERY - Date.now());
+  auditTimer = setTimeout(() => {
+    auditTimer = 0;
+    if (selected !== null) showAudit(selected);
+  }, wait);
+}
+
 async function showAudit(name) {
   selected = name;
+  auditAt = Date.now();
   $("audit").hidden = false;
   $("audit-name").textContent = name;
   const res = await fetch("/api/agents/" + encodeURIComponent(name) + "/audit?limit=200");
@@ -175,9 +333,9 @@ function startRate() {
   });
 }
 
-for (const id of ["f-status", "f-provider", "f-name"]) $(id).addEventListener("input", render);
+for (const id of ["f-status", "f-provider", "f-name"]) $(id).addEventListener("input", refilter);
 $("filters").addEventListener("submit", (e) => e.preventDefault());
 $("audit-close").addEventListener("click", () => { selected = null; $("audit").hidden = true; });
-setInterval(queueRender, 5000); // refreshes the "… ago" column only
+setInterval(refreshAges, 5000);
 start().catch((e) => setConn(String(e.message || e), "down"));
 startRate();
