@@ -346,7 +346,7 @@ fn writer(dir: &Path, agent: &str, stop: Arc<AtomicBool>, acked: Arc<Mutex<Vec<(
             return;
         }
         let req = json!({"id": i, "method": "heartbeat", "params": {"name": agent, "durable": true,
-            "at": at(20 + i / 1000), "clock": NOW}});
+            "at": at(20 + i / 1000)}});
         let mut line = serde_json::to_vec(&req).unwrap();
         line.push(b'\n');
         if std::io::Write::write_all(&mut c.writer, &line).is_err() {
@@ -360,7 +360,7 @@ fn writer(dir: &Path, agent: &str, stop: Arc<AtomicBool>, acked: Arc<Mutex<Vec<(
         let reply: Value = serde_json::from_str(&reply).unwrap();
         match reply["result"]["lsn"].as_u64() {
             Some(lsn) => acked.lock().unwrap().push((lsn, agent.to_string())),
-            None => return,
+            None => panic!("heartbeat of {agent} through {}: {reply}", dir.display()),
         }
     }
 }
