@@ -29,7 +29,7 @@ use crate::registry::{
 use crate::time::Timestamp;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Instant;
 
 mod agents;
@@ -45,8 +45,9 @@ pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
 };
 pub use interop::ImportReport;
-pub use origin::with_origin;
+pub use origin::{current_origin, with_origin};
 pub use read_only::{ReadOnlyStore, ReadState};
+pub use replica::{replica_of, Check, CommandSink, REPLICA_FILE};
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -87,6 +88,9 @@ pub enum StoreError {
         #[source]
         source: RegistryError,
     },
+    /// The replicated mode refused or failed the command (what and why).
+    #[error("replicated store: {0}")]
+    Replication(String),
     /// `export(None, ..)` with no `StoreOptions::export_path`.
     #[error("no export path given and StoreOptions::export_path is not set")]
     NoExportPath,
@@ -204,6 +208,11 @@ struct Core {
     /// not armed). One relaxed load per append.
     next_snapshot: AtomicU64,
     snap: checkpoint::SnapShared,
+    /// Where commands go in the replicated mode ([`replica`]); weak, so the
+    /// store never keeps its cluster node (which owns the store) alive.
+    sink: OnceLock<Weak<dyn CommandSink>>,
+    /// The fleet this store is a replica of (`<dir>/replica.json`).
+    replica_of: OnceLock<String>,
 }
 
 impl Core {
@@ -300,6 +309,10 @@ impl Store {
             skipped_snapshots,
         };
         let generation = log.stats().generation;
+        let replica_of = OnceLock::new();
+        if let Some(fleet) = replica::replica_of(dir)? {
+            let _ = replica_of.set(fleet);
+        }
         let core = Arc::new(Core {
             dir: dir.to_path_buf(),
             log,
@@ -311,6 +324,8 @@ impl Store {
             }),
             next_snapshot: AtomicU64::new(u64::MAX),
             snap: checkpoint::SnapShared::new(report.snapshot_lsn),
+            sink: OnceLock::new(),
+            replica_of,
             opts,
             report,
         });
@@ -415,8 +430,22 @@ impl Store {
     }
 
     /// Validates with `check`, then appends and applies the event(s) it
-    /// returns; waits for durability per the command setting.
+    /// returns; waits for durability per the command setting. A replica
+    /// hands the command to its sink instead (which may run `check` again
+    /// after a lost race).
     fn command(
+        &self,
+        mut check: impl FnMut(&State) -> Result<Vec<Event>, RegistryError> + Send,
+    ) -> StoreResult<Vec<Lsn>> {
+        if let Some(sink) = self.sink()? {
+            let done = sink.command(current_origin(), &mut |s| Ok(check(s)?))?;
+            return Ok(done.into_iter().map(|(lsn, _)| lsn).collect());
+        }
+        self.command_local(check)
+    }
+
+    /// [`Store::command`] on this store's own log.
+    fn command_local(
         &self,
         check: impl FnOnce(&State) -> Result<Vec<Event>, RegistryError>,
     ) -> StoreResult<Vec<Lsn>> {
@@ -429,7 +458,10 @@ impl Store {
         Ok(lsns)
     }
 
-    fn one(&self, check: impl FnOnce(&State) -> Result<Event, RegistryError>) -> StoreResult<Lsn> {
+    fn one(
+        &self,
+        mut check: impl FnMut(&State) -> Result<Event, RegistryError> + Send,
+    ) -> StoreResult<Lsn> {
         let lsns = self.command(|s| check(s).map(|e| vec![e]))?;
         Ok(lsns[0])
     }
@@ -443,7 +475,7 @@ impl Store {
         let at = now_or(at);
         let mut kind = RegistrationKind::New;
         let lsn = self.one(|s| {
-            let e = s.check_register(reg, at)?;
+            let e = s.check_register(reg.clone(), at)?;
             if let EventKind::AgentRegistered { kind: k, .. } = &e.kind {
                 kind = *k;
             }
@@ -461,6 +493,10 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Lsn> {
         let at = now_or(at);
+        if let Some(sink) = self.sink()? {
+            let durable = self.core.opts.heartbeat_durability == Durability::Durable;
+            return sink.heartbeat(current_origin(), agent, pid, at, durable);
+        }
         let (lsn, started) = {
             let mut g = self.write();
             let started = crate::telemetry::start();
@@ -487,7 +523,7 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Lsn> {
         let at = now_or(at);
-        self.one(|s| s.check_set_status(agent, status, message, at))
+        self.one(|s| s.check_set_status(agent, status, message.clone(), at))
     }
 
     pub fn update_fields(
@@ -497,7 +533,7 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Lsn> {
         let at = now_or(at);
-        self.one(|s| s.check_update(agent, fields, at))
+        self.one(|s| s.check_update(agent, fields.clone(), at))
     }
 
     pub fn remove(&self, agent: &str, at: Option<Timestamp>) -> StoreResult<Lsn> {
@@ -513,7 +549,7 @@ impl Store {
             crate::registry::validate_agent(&agent)?;
             Ok(Event {
                 at,
-                kind: EventKind::AgentImported(Box::new(agent)),
+                kind: EventKind::AgentImported(Box::new(agent.clone())),
             })
         })
     }
@@ -527,8 +563,11 @@ impl Store {
         let mut existing = None;
         // A post that overflows the cap is preceded, in the same batch, by
         // the `MessagesDropped` event naming what it evicts.
-        let lsns = self.command(|s| match s.check_post(post, at)? {
-            PostOutcome::Append(e) => Ok(s.cap_drops(at).into_iter().chain([e]).collect()),
+        let lsns = self.command(|s| match s.check_post(post.clone(), at)? {
+            PostOutcome::Append(e) => {
+                existing = None;
+                Ok(s.cap_drops(at).into_iter().chain([e]).collect())
+            }
             PostOutcome::Existing(id) => {
                 existing = Some(id);
                 Ok(Vec::new())
@@ -604,21 +643,38 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Option<Lsn>> {
         let at = now_or(at);
-        let lsns =
-            self.command(|s| Ok(s.check_session(op, key, ttl_ms, at)?.into_iter().collect()))?;
+        let lsns = self.command(|s| {
+            Ok(s.check_session(op, key.clone(), ttl_ms, at)?
+                .into_iter()
+                .collect())
+        })?;
         Ok(lsns.first().copied())
     }
 
     /// Sweeps at `now` (default: the clock): lease expiry and process
-    /// identity. The changes are appended as one batch; returns them.
+    /// identity. The changes are appended as one batch; returns them. A
+    /// replica sweeps lease expiry only (a process probe means something
+    /// only on the agent's own host, docs/scaling.md §7), each change
+    /// published on its own, conditionally on its agent.
     pub fn sweep(
         &self,
         now: Option<Timestamp>,
         probe: &dyn ProcessProbe,
     ) -> StoreResult<Vec<(Lsn, Event)>> {
         let now = now_or(now);
+        if let Some(sink) = self.sink()? {
+            let policy = &self.core.opts.sweep;
+            return sink.command(current_origin(), &mut |s| {
+                Ok(crate::registry::sweep(
+                    s,
+                    now,
+                    policy,
+                    &crate::registry::NoProbe,
+                ))
+            });
+        }
         let mut changes = Vec::new();
-        let lsns = self.command(|s| {
+        let lsns = self.command_local(|s| {
             changes = crate::registry::sweep(s, now, &self.core.opts.sweep, probe);
             Ok(changes.clone())
         })?;

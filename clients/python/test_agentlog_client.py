@@ -4,13 +4,16 @@ Run from the repository root after `cargo build --release`:
 
     python3 -m unittest discover -s clients/python -v
 
-The binary is $AGENTLOG_BIN, else target/release/agentlog. Each test class
+The binary is $AGENTLOG_BIN, else target/release/agentlog; words of
+$AGENTLOG_SERVE_ARGS are added to `serve` (tests/cluster_daemon.rs runs this
+suite against a replicated daemon with `--nats URLS --stream FLEET`). Each test class
 starts its own daemon on a fresh store in a temporary directory and stops it
 (SIGTERM, then SIGKILL) whatever happens. Event times are passed explicitly,
 so nothing depends on the date the tests run.
 """
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -42,7 +45,8 @@ class Daemon:
         env.pop("AGENTLOG_DIR", None)
         subprocess.run([BIN, "--dir", self.store, "init"], check=True, env=env,
                        stdout=subprocess.DEVNULL)
-        self.proc = subprocess.Popen([BIN, "--dir", self.store, "serve"], env=env,
+        extra = shlex.split(os.environ.get("AGENTLOG_SERVE_ARGS", ""))
+        self.proc = subprocess.Popen([BIN, "--dir", self.store, "serve"] + extra, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while True:

@@ -206,6 +206,29 @@ pub struct Serve {
     /// HTTP at this address (e.g. 127.0.0.1:9464; port 0 picks one)
     #[arg(long, value_name = "ADDR:PORT")]
     pub http: Option<std::net::SocketAddr>,
+    /// Replicated mode: NATS servers of the cluster whose JetStream stream is
+    /// the log of record; the store becomes its mirror (docs/scaling.md)
+    #[arg(
+        long,
+        value_name = "URL[,URL...]",
+        value_delimiter = ',',
+        requires = "stream"
+    )]
+    pub nats: Vec<String>,
+    /// Replicated mode: the fleet (its stream is AGENTLOG_<FLEET>)
+    #[arg(long, alias = "fleet", value_name = "FLEET", requires = "nats")]
+    pub stream: Option<String>,
+    /// Replicated mode: this host's id (message ids, the sweeper lease)
+    /// [default: the hostname]
+    #[arg(long, value_name = "ID", requires = "nats")]
+    pub host_id: Option<String>,
+    /// Replicated mode: seconds the sweeper lease outlives its holder's
+    /// last renewal (another host sweeps after that)
+    #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lease_ttl: u64,
+    /// Replicated mode: replicas of the stream when this daemon creates it
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=5))]
+    pub replicas: u64,
 }
 
 #[derive(Debug, Args)]

@@ -14,8 +14,9 @@ use super::args::{self, Cli, Command};
 use super::commands::{self, run_command, serving};
 use super::output::{self, Ui};
 use super::{view, Usage};
+use agentlog::cluster::{ClusterOptions, FleetSubjects};
 use agentlog::daemon::client::{Client, ClientError, WatchItem};
-use agentlog::daemon::{code, server, Dispatch, ErrorReply, Outcome, ServeOptions};
+use agentlog::daemon::{code, server, Dispatch, ErrorReply, Outcome, ReplicaOptions, ServeOptions};
 use agentlog::model::Agent;
 use agentlog::ops;
 use agentlog::registry::codec::Origin;
@@ -394,6 +395,7 @@ fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
     };
     let store = ops::open_store_with(dir, false, opts)
         .with_context(|| format!("cannot serve {}", dir.display()))?;
+    let replica = replica_options(dir, a)?;
     let group = std::fs::metadata(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .permissions()
@@ -412,10 +414,11 @@ fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
         allow_gids: a.allow_gid.clone(),
         socket_mode: if group { 0o660 } else { 0o600 },
         http: a.http,
+        replica,
         ..ServeOptions::default()
     };
     let dispatch = Arc::new(CliDispatch::new(dir));
-    server::serve(store, dispatch, sopts, |path, http| {
+    server::serve(store, dispatch, sopts, |path, http, replica| {
         println!(
             "agentlog serve: listening on {} (pid {})",
             path.display(),
@@ -424,9 +427,51 @@ fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
         if let Some(addr) = http {
             println!("agentlog serve: http://{addr}/ (metrics at /metrics)");
         }
+        if let Some(r) = replica {
+            println!(
+                "agentlog serve: replica of fleet `{}` (stream {}) as host `{}`: local log at \
+                 sequence {}, {} events folded on open; mirroring from sequence {}",
+                scalar(&r["fleet"]),
+                scalar(&r["stream"]),
+                scalar(&r["host"]),
+                r["resumed_at"],
+                r["open"],
+                r["resumed_at"].as_u64().unwrap_or(0) + 1
+            );
+        }
         let _ = std::io::stdout().flush();
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `serve --nats`: how to join the cluster; a replica's store is refused
+/// without it (its writes go through the stream only).
+fn replica_options(dir: &Path, a: &args::Serve) -> Result<Option<ReplicaOptions>> {
+    let Some(fleet) = &a.stream else {
+        if let Some(fleet) = agentlog::store::replica_of(dir)? {
+            return Err(Usage(format!(
+                "{} is a replica of fleet `{fleet}`: serve it with --nats URLS --stream {fleet}",
+                dir.display()
+            ))
+            .into());
+        }
+        return Ok(None);
+    };
+    FleetSubjects::new(fleet).map_err(|e| Usage(format!("--stream: {e}")))?;
+    let host_id = match &a.host_id {
+        Some(h) => h.clone(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| Usage("cannot read the hostname: pass --host-id ID".into()))?,
+    };
+    let mut cluster = ClusterOptions::new(a.nats.clone(), fleet, &host_id);
+    cluster.replicas = a.replicas as usize;
+    Ok(Some(ReplicaOptions {
+        cluster,
+        lease_ttl: Duration::from_secs(a.lease_ttl),
+    }))
 }
 
 /// Connects to the daemon of `dir` for a command that needs one.

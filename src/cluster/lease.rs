@@ -93,6 +93,14 @@ impl SweepLease {
         Ok(revision.is_some())
     }
 
+    /// Whether this host held the lease at its last take or renewal.
+    pub fn held(&self) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// Gives the lease up (a clean shutdown), if held.
     pub async fn release(&self) -> ClusterResult<()> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();

@@ -21,18 +21,20 @@
 
 mod lease;
 mod mirror;
+mod sink;
 pub mod subjects;
 
 pub use lease::SweepLease;
 pub use subjects::FleetSubjects;
 
 use crate::model::Status;
+use crate::registry::codec::Origin;
 use crate::registry::sweep::sweep_agent;
 use crate::registry::{
     codec, Event, EventKind, FieldUpdates, Lsn, Message, NoProbe, PostMessage, PostOutcome,
     Registration, RegistrationKind, RegistryError, SessionKey, SessionOp, State, SweepPolicy,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{Check, Store, StoreError};
 use crate::time::Timestamp;
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
@@ -132,6 +134,9 @@ pub struct ClusterNode {
     mirror: Option<JoinHandle<()>>,
     boot: u64,
     requests: AtomicU64,
+    /// The runtime the node runs on: blocking callers ([`crate::store::CommandSink`])
+    /// wait on it.
+    runtime: tokio::runtime::Handle,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -196,12 +201,25 @@ impl ClusterNode {
             mirror: Some(mirror),
             boot,
             requests: AtomicU64::new(0),
+            runtime: tokio::runtime::Handle::current(),
         })
     }
 
     /// The local mirror (read-only use: writes go through the node).
     pub fn store(&self) -> &Store {
         &self.shared.store
+    }
+    /// The local mirror, shared (a daemon serves it); drop every clone
+    /// before [`ClusterNode::close`].
+    pub fn shared_store(&self) -> Arc<Store> {
+        self.shared.store.clone()
+    }
+    pub fn options(&self) -> &ClusterOptions {
+        &self.opts
+    }
+    /// Follows the last stream sequence folded locally.
+    pub fn applied_watch(&self) -> tokio::sync::watch::Receiver<Lsn> {
+        self.shared.applied.subscribe()
     }
     pub fn subjects(&self) -> &FleetSubjects {
         &self.shared.subjects
@@ -298,57 +316,102 @@ impl ClusterNode {
     }
 
     /// Validates with `check` against the folded state and publishes the
-    /// event it returns conditionally on its subject's last sequence; on a
-    /// lost race catches up and validates again. Returns `check`'s value and
-    /// the event's sequence (`None`: nothing to publish).
-    async fn decide<T>(
+    /// events it returns, one message each and in order, each conditional on
+    /// its subject's last sequence in that state (an event after another of
+    /// the batch on the same subject: on that one's sequence). On a lost race
+    /// catches up and runs `check` again against the newer state, which holds
+    /// the part of the batch already stored (docs/scaling.md §2, "Batches").
+    /// Returns the events stored, with their sequences, once folded here.
+    pub(crate) async fn publish_decided(
         &self,
-        msg_id: Option<String>,
-        mut check: impl FnMut(&State) -> Result<(T, Option<Event>), RegistryError>,
-    ) -> ClusterResult<(T, Option<Lsn>)> {
+        origin: Option<Origin>,
+        check: &mut Check<'_>,
+    ) -> ClusterResult<Vec<(Lsn, Event)>> {
         if let Some(f) = self.shared.failure() {
             return Err(ClusterError::Mirror(f));
         }
-        let msg_id = msg_id.unwrap_or_else(|| self.next_msg_id());
-        let mut subject = String::new();
+        let mut done = Vec::new();
+        let mut lost_on = String::new();
         for _ in 0..self.opts.conflict_rounds.max(1) {
-            let (value, publish) = self.shared.with_folded(|folded| {
-                let (value, event) = self.shared.store.with_state(|s, _| check(s))?;
-                let publish = event.map(|e| {
-                    let subject = self.shared.subjects.of(&e.kind);
-                    let expect = folded.get(&subject).copied().unwrap_or(0);
-                    (subject, expect, codec::encode(&e))
-                });
-                Ok::<_, RegistryError>((value, publish))
+            let planned = self.shared.with_folded(|folded| {
+                let events = self.shared.store.with_state(|s, _| check(s))?;
+                Ok::<_, StoreError>(
+                    events
+                        .into_iter()
+                        .map(|e| {
+                            let subject = self.shared.subjects.of(&e.kind);
+                            let expect = folded.get(&subject).copied().unwrap_or(0);
+                            (subject, expect, e)
+                        })
+                        .collect::<Vec<_>>(),
+                )
             })?;
-            let Some((subj, expect, payload)) = publish else {
-                return Ok((value, None));
-            };
-            subject = subj;
-            let msg = PublishMessage::build()
-                .payload(payload.into())
-                .message_id(&msg_id)
-                .expected_last_subject_sequence(expect);
-            match self.publish_acked(&subject, msg).await {
-                Ok(ack) => {
-                    self.wait_applied(ack.sequence).await?;
-                    return Ok((value, Some(ack.sequence)));
+            let mut lost = false;
+            let mut stored_on: Vec<(String, Lsn)> = Vec::new();
+            for (subject, expect, event) in planned {
+                let expect = stored_on
+                    .iter()
+                    .rev()
+                    .find(|(s, _)| *s == subject)
+                    .map_or(expect, |(_, seq)| *seq);
+                let mut payload = codec::encode(&event);
+                if let Some(o) = origin {
+                    codec::push_origin(&mut payload, o);
                 }
-                Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
-                    self.catch_up().await?;
+                let msg_id = post_message_id(&event).unwrap_or_else(|| self.next_msg_id());
+                let msg = PublishMessage::build()
+                    .payload(payload.into())
+                    .message_id(msg_id)
+                    .expected_last_subject_sequence(expect);
+                match self.publish_acked(&subject, msg).await {
+                    Ok(ack) => {
+                        done.push((ack.sequence, event));
+                        stored_on.push((subject, ack.sequence));
+                    }
+                    Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
+                        lost_on = subject;
+                        lost = true;
+                        break;
+                    }
+                    Err(e) => return Err(nats_err(format!("publish on {subject}"), e)),
                 }
-                Err(e) => return Err(nats_err(format!("publish on {subject}"), e)),
             }
+            if !lost {
+                if let Some(&(last, _)) = done.last() {
+                    self.wait_applied(last).await?;
+                }
+                return Ok(done);
+            }
+            self.catch_up().await?;
         }
         Err(ClusterError::Conflict {
-            subject,
+            subject: lost_on,
             rounds: self.opts.conflict_rounds.max(1),
         })
     }
 
+    /// [`ClusterNode::publish_decided`] for a command of at most one event,
+    /// with a value computed by the validation that published.
+    async fn decide<T: Send>(
+        &self,
+        origin: Option<Origin>,
+        mut check: impl FnMut(&State) -> Result<(T, Option<Event>), RegistryError> + Send,
+    ) -> ClusterResult<(T, Option<Lsn>)> {
+        let mut value = None;
+        let done = self
+            .publish_decided(origin, &mut |s| {
+                let (v, e) = check(s)?;
+                value = Some(v);
+                Ok(e.into_iter().collect())
+            })
+            .await?;
+        let value = value.expect("a successful decision ran its check");
+        Ok((value, done.last().map(|(lsn, _)| *lsn)))
+    }
+
     async fn decide_one(
         &self,
-        check: impl FnMut(&State) -> Result<Event, RegistryError>,
+        check: impl FnMut(&State) -> Result<Event, RegistryError> + Send,
     ) -> ClusterResult<Lsn> {
         let mut check = check;
         let ((), lsn) = self
@@ -390,7 +453,7 @@ impl ClusterNode {
         pid: Option<u32>,
         at: Option<Timestamp>,
     ) -> ClusterResult<()> {
-        let (subject, payload) = self.heartbeat_payload(agent, pid, at)?;
+        let (subject, payload) = self.heartbeat_payload(None, agent, pid, at)?;
         let ack = self
             .heartbeats
             .publish(subject.clone(), payload.into())
@@ -410,10 +473,26 @@ impl ClusterNode {
         pid: Option<u32>,
         at: Option<Timestamp>,
     ) -> ClusterResult<Lsn> {
-        let (subject, payload) = self.heartbeat_payload(agent, pid, at)?;
-        let msg = PublishMessage::build()
-            .payload(payload.into())
-            .message_id(self.next_msg_id());
+        self.heartbeat_acked(None, agent, pid, at, true).await
+    }
+
+    /// A heartbeat answered once the stream stored it and the mirror folded
+    /// it (its LSN is known only then): the daemon's heartbeats. A durable
+    /// one carries a message id (a retry after a lost ack is stored once);
+    /// a lazy one none (a retry may store it twice, which folds the same).
+    pub async fn heartbeat_acked(
+        &self,
+        origin: Option<Origin>,
+        agent: &str,
+        pid: Option<u32>,
+        at: Option<Timestamp>,
+        durable: bool,
+    ) -> ClusterResult<Lsn> {
+        let (subject, payload) = self.heartbeat_payload(origin, agent, pid, at)?;
+        let mut msg = PublishMessage::build().payload(payload.into());
+        if durable {
+            msg = msg.message_id(self.next_msg_id());
+        }
         let ack = self
             .publish_acked(&subject, msg)
             .await
@@ -424,6 +503,7 @@ impl ClusterNode {
 
     fn heartbeat_payload(
         &self,
+        origin: Option<Origin>,
         agent: &str,
         pid: Option<u32>,
         at: Option<Timestamp>,
@@ -437,6 +517,9 @@ impl ClusterNode {
             .with_state(|s, _| s.check_heartbeat(agent, pid))?;
         let mut payload = Vec::with_capacity(32 + agent.len());
         codec::encode_heartbeat_into(&mut payload, at, agent, pid);
+        if let Some(o) = origin {
+            codec::push_origin(&mut payload, o);
+        }
         Ok((self.shared.subjects.agent(agent), payload))
     }
 
@@ -478,15 +561,8 @@ impl ClusterNode {
         at: Option<Timestamp>,
     ) -> ClusterResult<Lsn> {
         let at = at.unwrap_or_else(Timestamp::now);
-        let msg_id = post.request_id.as_ref().map(|rid| {
-            format!(
-                "post:{}:{}:{rid}",
-                post.from,
-                post.project_root.as_deref().unwrap_or("")
-            )
-        });
         let (existing, lsn) = self
-            .decide(msg_id, |s| match s.check_post(post.clone(), at)? {
+            .decide(None, |s| match s.check_post(post.clone(), at)? {
                 PostOutcome::Append(e) => Ok((None, Some(e))),
                 PostOutcome::Existing(id) => Ok((Some(id), None)),
             })
@@ -573,7 +649,7 @@ impl ClusterNode {
         let mut done = Vec::new();
         for agent in planned {
             let (event, lsn) = self
-                .decide(None, |s| {
+                .decide(Some(own_origin()), |s| {
                     let e = s
                         .agent(&agent)
                         .and_then(|a| sweep_agent(a, now, policy, &NoProbe));
@@ -609,6 +685,30 @@ impl ClusterNode {
                 "local store still shared at close".into(),
             )),
         }
+    }
+}
+
+/// The message id of a post with a request id, `post:<sender>:<project>:<id>`:
+/// a retry through any host inside the duplicate window is stored once and
+/// gets the first post's sequence (docs/scaling.md §3).
+fn post_message_id(event: &Event) -> Option<String> {
+    match &event.kind {
+        EventKind::MessagePosted(m) => m.request_id.as_ref().map(|rid| {
+            format!(
+                "post:{}:{}:{rid}",
+                m.from,
+                m.project_root.as_deref().unwrap_or("")
+            )
+        }),
+        _ => None,
+    }
+}
+
+/// This process as the origin of the events it decides on its own (sweeps).
+fn own_origin() -> Origin {
+    Origin {
+        uid: rustix::process::geteuid().as_raw(),
+        pid: std::process::id(),
     }
 }
 

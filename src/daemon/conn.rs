@@ -190,6 +190,16 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
         if hot {
             if let Some(hb) = HotHeartbeat::decode(&line) {
                 reply.clear();
+                if let Some(replica) = &shared.replica {
+                    // A replica's heartbeat waits for the stream's ack (its
+                    // LSN) on this task: no worker is blocked. The mirror
+                    // wakes the watchers.
+                    hb.answer_replicated(replica, &peer, &mut reply).await;
+                    if wr.write_all(&reply).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
                 let durable_id = hb.durable.then(|| hb.id.clone());
                 let lsn = hb.answer(&shared.store, &peer, &mut reply);
                 wake.pending |= lsn.is_some();
@@ -333,6 +343,28 @@ impl<'a> HotHeartbeat<'a> {
         out.extend_from_slice(b"}}\n");
     }
 
+    /// A replica's heartbeat: published through the stream, its response
+    /// line written to `out` once the mirror folded it.
+    async fn answer_replicated(
+        self,
+        replica: &super::replica::Replica,
+        peer: &Peer,
+        out: &mut Vec<u8>,
+    ) {
+        let beat = replica
+            .heartbeat(peer.origin(), &self.name, self.pid, self.at, self.durable)
+            .await;
+        match beat {
+            Ok(lsn) => self.write_ok(lsn, out),
+            Err(e) => {
+                let mut doc = serde_json::to_vec(&error_doc(self.id, &e))
+                    .expect("a JSON value always serializes");
+                doc.push(b'\n');
+                out.extend_from_slice(&doc);
+            }
+        }
+    }
+
     /// Appends the heartbeat (lazily) and writes its response line to `out`
     /// (what the general path would send); the LSN appended, if any.
     fn answer(self, store: &crate::store::Store, peer: &Peer, out: &mut Vec<u8>) -> Option<Lsn> {
@@ -417,6 +449,7 @@ fn hello(shared: &Shared, peer: &Peer) -> Value {
         "watchers_lagged": shared.lagged.load(Ordering::Relaxed),
         "http": shared.http_addr.map(|a| a.to_string()),
         "reads_waiting": shared.waiting_reads.load(Ordering::Relaxed),
+        "replica": shared.replica.as_ref().map(|r| r.describe()),
     })
 }
 
@@ -452,6 +485,12 @@ impl FastHeartbeat {
     }
 
     async fn run(self, shared: &Arc<Shared>, peer: &Peer) -> super::Outcome {
+        if let Some(replica) = &shared.replica {
+            let lsn = replica
+                .heartbeat(peer.origin(), &self.name, self.pid, self.at, self.durable)
+                .await?;
+            return Ok((json!({"agent": self.name, "lsn": lsn}), 0));
+        }
         let store = shared.store.clone();
         let origin = peer.origin();
         let beat = move || {

@@ -21,8 +21,11 @@ pub mod conn;
 mod durable;
 pub mod frame;
 mod http;
+mod replica;
 pub mod server;
 pub mod watch;
+
+pub use replica::ReplicaOptions;
 
 use crate::model::Agent;
 use crate::registry::codec::Origin;
@@ -177,6 +180,9 @@ pub struct ServeOptions {
     /// Also serve metrics, health, the live page and `/api` over HTTP here
     /// (`serve --http`; off by default).
     pub http: Option<std::net::SocketAddr>,
+    /// Replicated mode (`serve --nats`): the store mirrors the fleet's
+    /// stream and every write goes through it (docs/scaling.md §4).
+    pub replica: Option<ReplicaOptions>,
 }
 
 impl Default for ServeOptions {
@@ -193,6 +199,7 @@ impl Default for ServeOptions {
             allow_gids: Vec::new(),
             socket_mode: 0o600,
             http: None,
+            replica: None,
         }
     }
 }

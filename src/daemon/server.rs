@@ -10,6 +10,7 @@
 //! daemon no longer holds the lock) and is replaced, never trusted.
 
 use super::access::Access;
+use super::replica::Replica;
 use super::{code, conn, Dispatch, ErrorReply, ServeOptions};
 use crate::compact::{AutoCompactor, AutoPolicy, CompactOptions};
 use crate::registry::codec::Origin;
@@ -49,6 +50,8 @@ pub(crate) struct Shared {
     pub http_addr: Option<SocketAddr>,
     /// Waiting reads blocked now (reported by `hello`).
     pub waiting_reads: AtomicUsize,
+    /// The replicated mode's node and lease (`serve --nats`).
+    pub replica: Option<Arc<Replica>>,
 }
 
 /// Decrements the connection count when a connection task ends.
@@ -84,12 +87,13 @@ fn bind(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
 
 /// Serves `store` until SIGTERM or SIGINT; then shuts down gracefully and
 /// closes the store. `ready` is called with the socket path (and the HTTP
-/// address, with `opts.http`) once it accepts.
+/// address, with `opts.http`; and what `hello` says of the replication, with
+/// `opts.replica`) once it accepts.
 pub fn serve(
     store: Store,
     dispatch: Arc<dyn Dispatch>,
-    opts: ServeOptions,
-    ready: impl FnOnce(&Path, Option<SocketAddr>),
+    mut opts: ServeOptions,
+    ready: impl FnOnce(&Path, Option<SocketAddr>, Option<&serde_json::Value>),
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -98,12 +102,54 @@ pub fn serve(
         .context("starting the tokio runtime")?;
     let dir = store.dir().to_path_buf();
     let path = super::socket_path(&dir);
-    let store = Arc::new(store);
-    let served = rt.block_on(run(store.clone(), dispatch, opts, &path, ready));
-    drop(rt); // joins the blocking pool: no request still holds the store
-              // Remove the socket while the lock is still held, so a daemon started
-              // meanwhile never has its fresh socket removed by us.
-    let removed = std::fs::remove_file(&path)
+    let (store, replica) = match opts.replica.take() {
+        Some(r) => {
+            let replica = Arc::new(rt.block_on(Replica::start(store, r))?);
+            (replica.store(), Some(replica))
+        }
+        None => (Arc::new(store), None),
+    };
+    let served = rt.block_on(run(
+        store.clone(),
+        replica.clone(),
+        dispatch,
+        opts,
+        &path,
+        ready,
+    ));
+    // The socket goes while the writer lock is still held, so a daemon
+    // started meanwhile never has its fresh socket removed by us.
+    let closed = match replica {
+        Some(replica) => {
+            // The node closes its store on the runtime; every other holder
+            // is gone once `run` returned (else the store is synced instead).
+            drop(store);
+            let removed = remove_socket(&path);
+            let closed = rt.block_on(async move {
+                match Arc::try_unwrap(replica) {
+                    Ok(r) => r.close().await,
+                    Err(r) => r.store().sync().context("syncing the replica"),
+                }
+            });
+            drop(rt);
+            removed.and(closed)
+        }
+        None => {
+            drop(rt); // joins the blocking pool: no request still holds the store
+            let removed = remove_socket(&path);
+            let closed = match Arc::try_unwrap(store) {
+                Ok(store) => store.close().map(|_| ()).context("closing the store"),
+                Err(store) => store.sync().context("syncing the store"),
+            };
+            removed.and(closed)
+        }
+    };
+    served?;
+    closed
+}
+
+fn remove_socket(path: &Path) -> anyhow::Result<()> {
+    std::fs::remove_file(path)
         .or_else(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 Ok(())
@@ -111,22 +157,16 @@ pub fn serve(
                 Err(e)
             }
         })
-        .with_context(|| format!("removing {}", path.display()));
-    let closed = match Arc::try_unwrap(store) {
-        Ok(store) => store.close().map(|_| ()).context("closing the store"),
-        Err(store) => store.sync().context("syncing the store"),
-    };
-    served?;
-    removed?;
-    closed
+        .with_context(|| format!("removing {}", path.display()))
 }
 
 async fn run(
     store: Arc<Store>,
+    replica: Option<Arc<Replica>>,
     dispatch: Arc<dyn Dispatch>,
     opts: ServeOptions,
     path: &Path,
-    ready: impl FnOnce(&Path, Option<SocketAddr>),
+    ready: impl FnOnce(&Path, Option<SocketAddr>, Option<&serde_json::Value>),
 ) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
@@ -156,15 +196,20 @@ async fn run(
         watchers: AtomicUsize::new(0),
         http_addr,
         waiting_reads: AtomicUsize::new(0),
+        replica,
     });
     let mut duties = start_duties(&shared);
+    if let Some(r) = &shared.replica {
+        duties.extend(r.start_duties(&shared));
+    }
     duties.push(tokio::spawn(
         shared.syncer.clone().run(shared.store.clone()),
     ));
     if let Some((l, prometheus)) = web {
         duties.extend(super::http::start(l, prometheus, shared.clone()));
     }
-    ready(path, http_addr);
+    let described = shared.replica.as_ref().map(|r| r.describe());
+    ready(path, http_addr, described.as_ref());
     loop {
         tokio::select! {
             _ = term.recv() => break,
@@ -252,7 +297,10 @@ fn every(
 
 fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
     let mut duties = Vec::new();
-    if let Some(p) = shared.opts.sweep_every {
+    // A replica sweeps under the fleet's lease and does not compact
+    // (`replica::Replica::start_duties`); it publishes registry.json locally.
+    let local = shared.replica.is_none();
+    if let (Some(p), true) = (shared.opts.sweep_every, local) {
         duties.push(every(p, shared, |s| {
             match with_origin(own_origin(), || s.store.sweep(None, &ProcProbe)) {
                 Ok(changes) if !changes.is_empty() => s.committed.notify_waiters(),
@@ -277,7 +325,7 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
             }
         }));
     }
-    if let Some(p) = shared.opts.compact_every {
+    if let (Some(p), true) = (shared.opts.compact_every, local) {
         let auto = Mutex::new(AutoCompactor::new(
             AutoPolicy::default(),
             CompactOptions::default(),

@@ -25,11 +25,11 @@ impl Store {
         let mut kind = RegistrationKind::New;
         let lsns = self.command(|s| {
             let name = reg.name.clone();
-            let e = s.check_register(reg, at)?;
+            let e = s.check_register(reg.clone(), at)?;
             if let EventKind::AgentRegistered { kind: k, .. } = &e.kind {
                 kind = *k;
             }
-            let t = transport_event(&name, client, TransportCause::Registration, at)?;
+            let t = transport_event(&name, client.clone(), TransportCause::Registration, at)?;
             Ok(vec![e, t])
         })?;
         Ok((lsns[0], kind))
@@ -44,7 +44,7 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Vec<Lsn>> {
         let at = now_or(at);
-        self.command(|s| s.check_agent_update(agent, update, at))
+        self.command(|s| s.check_agent_update(agent, update.clone(), at))
     }
 
     /// Sets (`Some`) or clears (`None`) an agent's display name.
@@ -55,7 +55,7 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Lsn> {
         let at = now_or(at);
-        self.one(|s| s.check_display_name(agent, display_name, at))
+        self.one(|s| s.check_display_name(agent, display_name.clone(), at))
     }
 
     /// Records a reconnect of the agent's transport client (`None`
@@ -67,7 +67,7 @@ impl Store {
         at: Option<Timestamp>,
     ) -> StoreResult<Lsn> {
         let at = now_or(at);
-        self.one(|s| s.check_transport_client(agent, client, TransportCause::Reconnect, at))
+        self.one(|s| s.check_transport_client(agent, client.clone(), TransportCause::Reconnect, at))
     }
 
     /// The first page of `reader`'s unread mail at `now` (default: the

@@ -19,6 +19,14 @@ impl Store {
         now: Timestamp,
         opts: &crate::compact::CompactOptions,
     ) -> StoreResult<crate::compact::CompactionReport> {
+        if self.is_replica() && !opts.dry_run {
+            return Err(super::StoreError::Replication(format!(
+                "{}: compaction of a replica is compaction of the fleet's stream, which is not \
+                 built yet (docs/scaling.md §6); nothing was compacted (`compact --dry-run` \
+                 still reports what it would drop)",
+                self.dir().display()
+            )));
+        }
         let started = crate::telemetry::start();
         let (state, upto) = {
             let g = self.write();

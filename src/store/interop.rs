@@ -66,42 +66,61 @@ impl Store {
         let parsed = import::read_registry_file(path, IMPORT_LOCK_TIMEOUT)?;
         let schema_version = parsed.schema_version;
         let events = import::to_events(parsed, Timestamp::now());
-        let file = || path.to_path_buf();
         let mut replaced = Vec::new();
-        let lsns = {
+        let lsns = if let Some(sink) = self.sink()? {
+            // A replica publishes row by row (docs/scaling.md §2, "Batches").
+            let done = sink.command(super::current_origin(), &mut |s| {
+                replaced = check_import(s, &events, path)?;
+                Ok(events.clone())
+            })?;
+            done.into_iter().map(|(lsn, _)| lsn).collect()
+        } else {
             let mut g = self.write();
-            // `parse_registry` returns every row or none, so event i is row i.
-            for (row, e) in events.iter().enumerate() {
-                let EventKind::AgentImported(agent) = &e.kind else {
-                    continue;
-                };
-                crate::registry::validate_agent(agent).map_err(|source| StoreError::ImportRow {
-                    file: file(),
-                    row,
-                    source,
-                })?;
-                if let Some(held) = g.state.agent(&agent.name) {
-                    if !held.is_finished() {
-                        return Err(StoreError::ImportConflict {
-                            file: file(),
-                            row,
-                            agent: agent.name.clone(),
-                            status: held.status,
-                        });
-                    }
-                    replaced.push(agent.name.clone());
-                }
-            }
+            replaced = check_import(&g.state, &events, path)?;
             self.append_apply(&mut g, &events)?
         };
         // Imports are always durable, whatever `command_durability` says.
         self.finish(lsns.last().copied(), crate::log::Durability::Durable)?;
         Ok(ImportReport {
-            file: file(),
+            file: path.to_path_buf(),
             schema_version,
             imported: lsns.len(),
             replaced,
             lsns: lsns.first().zip(lsns.last()).map(|(a, b)| *a..=*b),
         })
     }
+}
+
+/// Checks every imported row against `state` (see the module docs for the
+/// merge rule); the finished agents the import replaces, in file order.
+/// `parse_registry` returns every row or none, so event i is row i.
+fn check_import(
+    state: &crate::registry::State,
+    events: &[crate::registry::Event],
+    path: &Path,
+) -> StoreResult<Vec<String>> {
+    let file = || path.to_path_buf();
+    let mut replaced = Vec::new();
+    for (row, e) in events.iter().enumerate() {
+        let EventKind::AgentImported(agent) = &e.kind else {
+            continue;
+        };
+        crate::registry::validate_agent(agent).map_err(|source| StoreError::ImportRow {
+            file: file(),
+            row,
+            source,
+        })?;
+        if let Some(held) = state.agent(&agent.name) {
+            if !held.is_finished() {
+                return Err(StoreError::ImportConflict {
+                    file: file(),
+                    row,
+                    agent: agent.name.clone(),
+                    status: held.status,
+                });
+            }
+            replaced.push(agent.name.clone());
+        }
+    }
+    Ok(replaced)
 }

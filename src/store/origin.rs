@@ -24,6 +24,11 @@ pub fn with_origin<R>(origin: Origin, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The origin set by the innermost [`with_origin`] on this thread.
+pub fn current_origin() -> Option<Origin> {
+    CURRENT.with(Cell::get)
+}
+
 /// Appends the current origin's trailer to an encoded payload, if any.
 #[inline]
 pub(super) fn stamp(buf: &mut Vec<u8>) {

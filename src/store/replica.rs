@@ -1,17 +1,165 @@
-//! Appending events that were decided elsewhere: the replicated mode's
-//! mirror (`crate::cluster`) hands each message of the stream of record to
-//! [`Store::append_replicated`] at LSN = its stream sequence.
+//! The store's side of the replicated mode (docs/scaling.md §4): a store
+//! whose log mirrors a fleet's stream of record.
 //!
-//! Invariant: the local log stays a gap-free prefix of the stream. A record
-//! is appended only at the log's next LSN, and only after its payload
-//! decoded, so a mirror never holds a record its fold could not apply. The
-//! event was validated by the host that published it; here it is a fact.
+//! * [`Store::append_replicated`] appends a message of the stream at LSN =
+//!   its stream sequence. Invariant: the local log stays a gap-free prefix
+//!   of the stream; a record is appended only at the log's next LSN, and
+//!   only after its payload decoded. The event was validated by the host
+//!   that published it; here it is a fact.
+//! * A [`CommandSink`] installed by the cluster code takes every command the
+//!   store is asked for (`register` … `sweep`, `import`): it validates them
+//!   against the fold and publishes them, and returns once the mirror folded
+//!   them. So the CLI's command code, run by the daemon, never changes.
+//! * `<dir>/replica.json` marks a store as a replica of a fleet. Such a
+//!   store, opened without a sink (the CLI with no daemon running, a
+//!   daemon without `--nats`), refuses every write: a local append would
+//!   put a record at an LSN the stream gives to another event.
 
 use super::{Store, StoreError, StoreResult};
 use crate::log::Durability;
-use crate::registry::{codec, Lsn};
+use crate::registry::codec::Origin;
+use crate::registry::{codec, Event, Lsn, State};
+use crate::time::Timestamp;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+/// File marking a store directory as a replica (`{"fleet": NAME}`).
+pub const REPLICA_FILE: &str = "replica.json";
+
+/// Validates a command against a state; may be called more than once
+/// (after a lost race, against the newer state).
+pub type Check<'a> = dyn FnMut(&State) -> StoreResult<Vec<Event>> + Send + 'a;
+
+/// Where a replicated store's commands go instead of its own log.
+/// Implementations block the calling thread (never call them on an async
+/// worker) and must not be called with the store's state lock held.
+pub trait CommandSink: Send + Sync {
+    /// Runs `check` against the folded state, publishes the events it
+    /// returns, and returns them with their LSNs once folded locally. On a
+    /// lost race it re-runs `check` against the newer state; a batch may
+    /// then be published in part (docs/scaling.md §2, "Batches").
+    fn command(
+        &self,
+        origin: Option<Origin>,
+        check: &mut Check<'_>,
+    ) -> StoreResult<Vec<(Lsn, Event)>>;
+    /// A heartbeat: validated, published, folded locally; its LSN.
+    fn heartbeat(
+        &self,
+        origin: Option<Origin>,
+        agent: &str,
+        pid: Option<u32>,
+        at: Timestamp,
+        durable: bool,
+    ) -> StoreResult<Lsn>;
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Marker {
+    fleet: String,
+}
+
+fn marker_path(dir: &Path) -> PathBuf {
+    dir.join(REPLICA_FILE)
+}
+
+/// The fleet whose stream the store in `dir` mirrors, if it is a replica.
+pub fn replica_of(dir: &Path) -> StoreResult<Option<String>> {
+    let p = marker_path(dir);
+    let text = match std::fs::read(&p) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(crate::Error::io(&p, e).into()),
+    };
+    let m: Marker = serde_json::from_slice(&text).map_err(|e| {
+        crate::Error::InvalidArgument(format!(
+            "{}: {e} (expected {{\"fleet\": NAME}})",
+            p.display()
+        ))
+    })?;
+    Ok(Some(m.fleet))
+}
 
 impl Store {
+    /// Marks this store as a replica of `fleet`'s stream (`replica.json`,
+    /// written once): from now on it refuses local writes. A store holding
+    /// local events, or the replica of another fleet, is refused.
+    pub fn mark_replica(&self, fleet: &str) -> StoreResult<()> {
+        let refuse = |why: String| Err(StoreError::Replication(why));
+        match replica_of(self.dir())? {
+            Some(f) if f == fleet => {}
+            Some(f) => {
+                return refuse(format!(
+                    "{} is a replica of fleet `{f}`, not `{fleet}`",
+                    self.dir().display()
+                ))
+            }
+            None => {
+                let last = self.applied_lsn();
+                if last > 0 {
+                    return refuse(format!(
+                        "{} holds {last} local events: a replica starts from an empty store \
+                         (its LSNs are the stream's sequences); use a new directory",
+                        self.dir().display()
+                    ));
+                }
+                let p = marker_path(self.dir());
+                let body = serde_json::to_vec(&Marker {
+                    fleet: fleet.to_string(),
+                })
+                .map_err(|e| crate::Error::io(&p, std::io::Error::other(e)))?;
+                crate::files::publish_atomic(&p, &body, 0o640, || Ok(()))
+                    .map_err(|e| crate::Error::io(&p, e.into_io()))?;
+            }
+        }
+        let _ = self.core.replica_of.set(fleet.to_string());
+        Ok(())
+    }
+
+    /// Routes every command of this replica to `sink` (once). The store
+    /// keeps only a weak reference: whoever owns the sink owns the
+    /// replication, and once it is gone commands fail rather than fall back
+    /// to local appends.
+    pub fn set_command_sink(&self, sink: Weak<dyn CommandSink>) -> StoreResult<()> {
+        if self.core.replica_of.get().is_none() {
+            return Err(StoreError::Replication(format!(
+                "{}: mark the store as a replica before installing a command sink",
+                self.dir().display()
+            )));
+        }
+        self.core.sink.set(sink).map_err(|_| {
+            StoreError::Replication(format!(
+                "{}: a command sink is already installed",
+                self.dir().display()
+            ))
+        })
+    }
+
+    /// Whether commands go to a [`CommandSink`] (or are refused for want of one).
+    pub fn is_replica(&self) -> bool {
+        self.core.replica_of.get().is_some()
+    }
+
+    /// The sink commands go to: `None` for a local store; an error for a
+    /// replica whose sink is not (or no longer) there.
+    pub(super) fn sink(&self) -> StoreResult<Option<Arc<dyn CommandSink>>> {
+        match (self.core.sink.get(), self.core.replica_of.get()) {
+            (Some(weak), _) => weak.upgrade().map(Some).ok_or_else(|| {
+                StoreError::Replication(format!(
+                    "{}: the replication stopped (the cluster node closed); nothing was written",
+                    self.dir().display()
+                ))
+            }),
+            (None, Some(fleet)) => Err(StoreError::Replication(format!(
+                "{} is a replica of fleet `{fleet}`: writes go through its daemon \
+                 (`agentlog serve --nats URLS --stream {fleet}`), none is serving it; nothing was written",
+                self.dir().display()
+            ))),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// Appends `payload` (one encoded event) at `lsn` and folds it. `lsn` must
     /// be the log's next LSN: a stream sequence that skips one is refused
     /// with an error naming both (nothing is appended), because the local

@@ -81,13 +81,15 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Starts `agentlog serve` with `args` and waits until it answers.
+    /// Starts `agentlog serve` with `args` and waits until it answers
+    /// (no periodic sweep unless `args` set `--sweep-every`).
     pub fn start(dir: &Path, args: &[&str]) -> Daemon {
+        let quiet = (!args.contains(&"--sweep-every")).then_some(["--sweep-every", "0"]);
         let child = bin()
             .arg("--dir")
             .arg(dir)
             .arg("serve")
-            .args(["--sweep-every", "0"])
+            .args(quiet.into_iter().flatten())
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

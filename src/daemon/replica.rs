@@ -1,0 +1,170 @@
+//! The daemon in the replicated mode (`agentlog serve --nats URLS --stream
+//! FLEET`, docs/scaling.md §4 "The daemon"): the served store is the local
+//! mirror of the fleet's stream, and every write is decided against the
+//! fold and published through the stream by a [`ClusterNode`].
+//!
+//! Wiring, and the invariants it keeps:
+//! * the node is installed as the store's command sink, so the CLI's
+//!   command code, which the daemon runs on the blocking pool, writes
+//!   through the stream unchanged; reads are served from the mirror;
+//! * heartbeats on the connection tasks (the hot path) never block a
+//!   worker: they await the node's publish directly;
+//! * every record the mirror folds (this host's writes and other hosts')
+//!   wakes the watchers and waiting reads;
+//! * the periodic sweep runs only on the host holding the fleet's sweeper
+//!   lease; compaction is not run (compaction of the stream is not built);
+//!   snapshots and `registry.json` stay local to each host;
+//! * ownership: the daemon owns the node, the node owns the store, the store
+//!   holds the sink weakly; at shutdown every clone of the store is dropped
+//!   before the node closes it (snapshot, sync, unlock).
+
+use super::server::Shared;
+use super::ErrorReply;
+use crate::cluster::{ClusterNode, ClusterOptions, SweepLease};
+use crate::registry::codec::Origin;
+use crate::registry::Lsn;
+use crate::store::{CommandSink, Store, StoreError};
+use crate::time::Timestamp;
+use anyhow::Context;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How `serve --nats` joins the cluster.
+#[derive(Debug, Clone)]
+pub struct ReplicaOptions {
+    pub cluster: ClusterOptions,
+    /// Lifetime of the sweeper lease when not renewed (`--lease-ttl`).
+    pub lease_ttl: Duration,
+}
+
+/// The daemon's replication: the node and the sweeper lease.
+pub(crate) struct Replica {
+    node: Arc<ClusterNode>,
+    lease: SweepLease,
+    /// What the local log held when the daemon started (it mirrors the
+    /// stream from the next sequence).
+    resumed_at: Lsn,
+    lease_ttl: Duration,
+    /// Periodic sweep rounds run (whether or not this host held the lease).
+    sweep_rounds: AtomicU64,
+}
+
+impl Replica {
+    /// Marks `store` as a replica of the fleet, starts its node (the mirror
+    /// resumes from the local log's last LSN + 1), installs the node as the
+    /// store's command sink and opens the sweeper lease.
+    pub async fn start(store: Store, opts: ReplicaOptions) -> anyhow::Result<Replica> {
+        let fleet = opts.cluster.fleet.clone();
+        let dir = store.dir().display().to_string();
+        store
+            .mark_replica(&fleet)
+            .with_context(|| format!("cannot serve {dir} as a replica"))?;
+        let resumed_at = store.applied_lsn();
+        let (host, replicas) = (opts.cluster.host_id.clone(), opts.cluster.replicas);
+        let node = ClusterNode::start(store, opts.cluster)
+            .await
+            .with_context(|| format!("joining fleet `{fleet}` for {dir}"))?;
+        let node = Arc::new(node);
+        let sink: Weak<dyn CommandSink> = Arc::downgrade(&node) as Weak<dyn CommandSink>;
+        node.store().set_command_sink(sink)?;
+        let lease_ttl = opts.lease_ttl;
+        let lease = SweepLease::open(node.jetstream(), &fleet, &host, lease_ttl, replicas)
+            .await
+            .with_context(|| format!("opening the sweeper lease of fleet `{fleet}`"))?;
+        Ok(Replica {
+            node,
+            lease,
+            resumed_at,
+            lease_ttl,
+            sweep_rounds: AtomicU64::new(0),
+        })
+    }
+
+    /// The served store (the mirror): drop every clone before [`Replica::close`].
+    pub fn store(&self) -> Arc<Store> {
+        self.node.shared_store()
+    }
+
+    /// What `hello` and the startup line report.
+    pub fn describe(&self) -> Value {
+        let o = self.node.options();
+        json!({
+            "fleet": o.fleet,
+            "stream": self.node.subjects().stream_name(),
+            "host": o.host_id,
+            "resumed_at": self.resumed_at,
+            "applied": self.node.applied(),
+            "open": self.node.store().open_report().events_folded,
+            "sweeper": self.lease.held(),
+            "sweep_rounds": self.sweep_rounds.load(Ordering::Relaxed),
+        })
+    }
+
+    /// A heartbeat from a connection task: published and awaited without
+    /// blocking a worker; answered with its LSN once folded here.
+    pub async fn heartbeat(
+        &self,
+        origin: Origin,
+        agent: &str,
+        pid: Option<u32>,
+        at: Option<Timestamp>,
+        durable: bool,
+    ) -> Result<Lsn, ErrorReply> {
+        self.node
+            .heartbeat_acked(Some(origin), agent, pid, at, durable)
+            .await
+            .map_err(|e| ErrorReply::from_error(&StoreError::from(e).into(), false))
+    }
+
+    /// The duties of a replica: wake `committed` on every record the mirror
+    /// folds, and (with `sweep_every`) sweep while holding the lease,
+    /// trying or renewing it at least three times per lease lifetime.
+    pub fn start_duties(self: &Arc<Self>, shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
+        let mut duties = Vec::new();
+        let mut applied = self.node.applied_watch();
+        let wake = shared.clone();
+        duties.push(tokio::spawn(async move {
+            while applied.changed().await.is_ok() {
+                wake.committed.notify_waiters();
+            }
+        }));
+        if let Some(every) = shared.opts.sweep_every {
+            let period = every
+                .min(self.lease_ttl / 3)
+                .max(Duration::from_millis(100));
+            let me = self.clone();
+            duties.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    match me.node.sweep(&me.lease, Timestamp::now()).await {
+                        Ok(changes) if !changes.is_empty() => {
+                            tracing::info!(swept = changes.len(), "swept as the lease holder")
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!("periodic sweep failed: {e}"),
+                    }
+                    me.sweep_rounds.fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+        }
+        duties
+    }
+
+    /// Gives the lease up and closes the node (and with it the store):
+    /// snapshot, sync, unlock. If a request still holds the store, syncs it
+    /// instead.
+    pub async fn close(self) -> anyhow::Result<()> {
+        let released = self.lease.release().await;
+        let closed = match Arc::try_unwrap(self.node) {
+            Ok(node) => node.close().await.context("closing the replica"),
+            Err(node) => node.store().sync().context("syncing the replica"),
+        };
+        released.context("releasing the sweeper lease")?;
+        closed
+    }
+}
