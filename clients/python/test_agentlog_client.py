@@ -5,7 +5,7 @@ Run from the repository root after `cargo build --release`:
     python3 -m unittest discover -s clients/python -v
 
 The binary is $AGENTLOG_BIN, else target/release/agentlog; words of
-$AGENTLOG_SERVE_ARGS are added to `serve` (tests/cluster_daemon.rs runs this
+$AGENTLOG_SERVE_ARGS are added to `serve` (tests/cluster/daemon.rs runs this
 suite against a replicated daemon with `--nats URLS --stream FLEET`). Each test class
 starts its own daemon on a fresh store in a temporary directory and stops it
 (SIGTERM, then SIGKILL) whatever happens. Event times are passed explicitly,

@@ -8,11 +8,8 @@
 //! runs on the real clock, so the sweep test registers agents at a fixed time
 //! long past: their leases are over whenever the test runs.
 
-mod cluster_common;
-mod daemon_support;
-
-use cluster_common::NatsCluster;
-use daemon_support::{bin, eventually, Conn, Daemon, Store, NOW};
+use crate::support::cluster::NatsCluster;
+use crate::support::daemon::{bin, eventually, Conn, Daemon, Store, NOW};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
