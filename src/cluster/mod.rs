@@ -51,7 +51,7 @@ pub enum ClusterError {
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Store(StoreError),
     /// Talking to the NATS cluster failed (what, where, why).
     #[error("nats: {what}: {detail}")]
     Nats { what: String, detail: String },
@@ -74,6 +74,16 @@ pub enum ClusterError {
 }
 
 pub type ClusterResult<T> = std::result::Result<T, ClusterError>;
+
+/// A refusal of the fold stays a refusal, whichever layer reports it.
+impl From<StoreError> for ClusterError {
+    fn from(e: StoreError) -> ClusterError {
+        match e {
+            StoreError::Registry(e) => ClusterError::Registry(e),
+            other => ClusterError::Store(other),
+        }
+    }
+}
 
 fn nats_err(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
     ClusterError::Nats {
@@ -216,6 +226,11 @@ impl ClusterNode {
     }
     pub fn options(&self) -> &ClusterOptions {
         &self.opts
+    }
+    /// Whether the connection to the cluster is up now (writes need it;
+    /// reads are served from the mirror either way).
+    pub fn connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
     }
     /// Follows the last stream sequence folded locally.
     pub fn applied_watch(&self) -> tokio::sync::watch::Receiver<Lsn> {

@@ -97,6 +97,7 @@ impl Replica {
             "host": o.host_id,
             "resumed_at": self.resumed_at,
             "applied": self.node.applied(),
+            "connected": self.node.connected(),
             "open": self.node.store().open_report().events_folded,
             "sweeper": self.lease.held(),
             "sweep_rounds": self.sweep_rounds.load(Ordering::Relaxed),

@@ -190,3 +190,73 @@ impl Store {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::Registration;
+    use crate::store::StoreOptions;
+
+    /// A sink that takes nothing (the tests only check the routing).
+    struct Unreachable;
+    impl CommandSink for Unreachable {
+        fn command(&self, _: Option<Origin>, _: &mut Check<'_>) -> StoreResult<Vec<(Lsn, Event)>> {
+            Err(StoreError::Replication("unreachable sink".into()))
+        }
+        fn heartbeat(
+            &self,
+            _: Option<Origin>,
+            _: &str,
+            _: Option<u32>,
+            _: Timestamp,
+            _: bool,
+        ) -> StoreResult<Lsn> {
+            Err(StoreError::Replication("unreachable sink".into()))
+        }
+    }
+
+    fn reg(name: &str) -> Registration {
+        Registration::new(name, "claude", "/w")
+    }
+
+    #[test]
+    fn only_an_empty_store_becomes_a_replica_and_then_it_never_writes_locally() {
+        let used_dir = tempfile::tempdir().unwrap();
+        let used = Store::open(used_dir.path(), StoreOptions::short_lived()).unwrap();
+        used.register(reg("a"), None).unwrap();
+        let e = used.mark_replica("f").unwrap_err().to_string();
+        assert!(e.contains("holds 1 local events"), "{e}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::short_lived()).unwrap();
+        let sink: Arc<dyn CommandSink> = Arc::new(Unreachable);
+        assert!(store.set_command_sink(Arc::downgrade(&sink)).is_err());
+        store.mark_replica("f").unwrap();
+        let e = store.mark_replica("g").unwrap_err().to_string();
+        assert!(e.contains("replica of fleet `f`, not `g`"), "{e}");
+        // No sink yet: refused, naming the fleet; nothing appended.
+        let e = store.register(reg("b"), None).unwrap_err().to_string();
+        assert!(e.contains("replica of fleet `f`"), "{e}");
+        // With one, commands go to it (and heartbeats, sweeps, compaction).
+        store.set_command_sink(Arc::downgrade(&sink)).unwrap();
+        let e = store.register(reg("b"), None).unwrap_err().to_string();
+        assert!(e.contains("unreachable sink"), "{e}");
+        let e = store.heartbeat("b", None, None).unwrap_err().to_string();
+        assert!(e.contains("unreachable sink"), "{e}");
+        let e = store.sweep(None, &crate::registry::NoProbe).unwrap_err();
+        assert!(e.to_string().contains("unreachable sink"), "{e}");
+        let now = Timestamp::from_secs(1_900_000_000);
+        let e = store.compact(now, &Default::default()).unwrap_err();
+        assert!(e.to_string().contains("not built yet"), "{e}");
+        // Once the sink is gone, commands fail instead of appending here.
+        drop(sink);
+        let e = store.register(reg("b"), None).unwrap_err().to_string();
+        assert!(e.contains("replication stopped"), "{e}");
+        assert_eq!(store.applied_lsn(), 0);
+        store.close().unwrap();
+        // Reopened, it is still a replica: writes refused, reads served.
+        let store = Store::open(dir.path(), StoreOptions::short_lived()).unwrap();
+        assert!(store.register(reg("c"), None).is_err());
+        assert!(store.state().agents().as_slice().is_empty());
+    }
+}
