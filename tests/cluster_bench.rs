@@ -27,7 +27,10 @@ fn latency(doc: &Value, path: &str) {
         p50 > 0.0 && p50 <= p99 && p99 <= max,
         "{path}: p50 {p50} µs, p99 {p99} µs, max {max} µs"
     );
-    assert!(num(doc, &format!("{path}/count")) > 0.0, "{path}: no samples");
+    assert!(
+        num(doc, &format!("{path}/count")) > 0.0,
+        "{path}: no samples"
+    );
 }
 
 #[test]
@@ -56,14 +59,20 @@ fn bench_cluster_measures_nats_and_etcd_doing_the_same_work() {
     for (system, name) in [("nats", "agentlog+nats"), ("etcd", "etcd")] {
         assert_eq!(doc[system]["system"], name, "{doc}");
         assert!(
-            !doc[system]["server_version"].as_str().unwrap_or("").is_empty(),
+            !doc[system]["server_version"]
+                .as_str()
+                .unwrap_or("")
+                .is_empty(),
             "{system}: no server version"
         );
         for phase in ["heartbeats", "durable", "visibility"] {
             let at = format!("/{system}/{phase}");
             assert!(num(&doc, &format!("{at}/ops")) > 0.0, "{at}: no operations");
             assert!(num(&doc, &format!("{at}/per_s")) > 0.0, "{at}: no rate");
-            assert!(num(&doc, &format!("{at}/seconds")) >= 1.0, "{at}: a short phase");
+            assert!(
+                num(&doc, &format!("{at}/seconds")) >= 1.0,
+                "{at}: a short phase"
+            );
             assert_eq!(num(&doc, &format!("{at}/failed")), 0.0, "{at}: {doc}");
             latency(&doc, &format!("{at}/latency"));
             if phase != "heartbeats" {

@@ -245,9 +245,10 @@ impl Hosts {
     fn finish(mut self) -> Result<()> {
         self.done(|_| HostCommand::Exit)?;
         for (i, w) in self.workers.iter_mut().enumerate() {
-            let status = w.child.wait().map_err(|e| {
-                BenchError::Run(format!("cannot wait for host process #{i}: {e}"))
-            })?;
+            let status = w
+                .child
+                .wait()
+                .map_err(|e| BenchError::Run(format!("cannot wait for host process #{i}: {e}")))?;
             if !status.success() {
                 return Err(BenchError::Run(format!(
                     "host process #{i} exited with {status}"
@@ -382,8 +383,8 @@ fn binaries() -> Result<(PathBuf, PathBuf)> {
     let etcd = find_binary("AGENTLOG_ETCD", "etcd", "apt-get install etcd-server");
     match (nats, etcd) {
         (Ok(n), Ok(e)) => Ok((n, e)),
-        (Err(a), Err(b)) => Err(BenchError::Config(format!("{a}; {b}"))),
-        (Err(e), _) | (_, Err(e)) => Err(e),
+        (Err(a), Err(b)) => Err(BenchError::Run(format!("{a}; {b}"))),
+        (Err(e), _) | (_, Err(e)) => Err(BenchError::Run(e)),
     }
 }
 
@@ -499,21 +500,66 @@ mod tests {
     fn a_phase_ends_when_the_last_mirror_folded_on_nats() {
         let rs = [result(100, 1_500_000_000, 7), result(300, 1_900_000_000, 9)];
         let ds = [drain(2_000_000_000, &[]), drain(2_500_000_000, &[])];
-        let nats = phase_report("n/heartbeats", Phase::Heartbeats, 500_000_000, &rs, &ds, true, Some(0)).unwrap();
+        let nats = phase_report(
+            "n/heartbeats",
+            Phase::Heartbeats,
+            500_000_000,
+            &rs,
+            &ds,
+            true,
+            Some(0),
+        )
+        .unwrap();
         assert_eq!((nats.ops, nats.workers), (400, 4));
         assert!((nats.seconds - 2.0).abs() < 1e-9, "{nats:?}");
         assert!((nats.per_s - 200.0).abs() < 1e-6, "{nats:?}");
         assert!(nats.visibility.is_none());
-        let etcd = phase_report("e/heartbeats", Phase::Heartbeats, 500_000_000, &rs, &ds, false, None).unwrap();
+        let etcd = phase_report(
+            "e/heartbeats",
+            Phase::Heartbeats,
+            500_000_000,
+            &rs,
+            &ds,
+            false,
+            None,
+        )
+        .unwrap();
         assert!((etcd.seconds - 1.4).abs() < 1e-9, "{etcd:?}");
-        let e = phase_report("n/durable", Phase::Durable, 500_000_000, &rs, &ds, true, None).unwrap_err();
+        let e = phase_report(
+            "n/durable",
+            Phase::Durable,
+            500_000_000,
+            &rs,
+            &ds,
+            true,
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("visibility"), "{e}");
         let ds = [drain(2_000_000_000, &[5_000, 9_000]), drain(0, &[7_000])];
-        let d = phase_report("n/durable", Phase::Durable, 500_000_000, &rs, &ds, true, None).unwrap();
+        let d = phase_report(
+            "n/durable",
+            Phase::Durable,
+            500_000_000,
+            &rs,
+            &ds,
+            true,
+            None,
+        )
+        .unwrap();
         let v = d.visibility.unwrap();
         assert_eq!(v.count, 3);
         assert!(v.p50_us > 6.0 && v.p50_us < 8.0, "{v:?}");
-        let none = phase_report("n/durable", Phase::Durable, 0, &[result(0, 1, 0)], &ds, true, None).unwrap_err();
+        let none = phase_report(
+            "n/durable",
+            Phase::Durable,
+            0,
+            &[result(0, 1, 0)],
+            &ds,
+            true,
+            None,
+        )
+        .unwrap_err();
         assert!(none.to_string().contains("0 acknowledged"), "{none}");
     }
 
@@ -529,12 +575,27 @@ mod tests {
         };
         assert!(ok.validate().is_ok());
         for bad in [
-            ClusterConfig { hosts: 0, ..ok.clone() },
-            ClusterConfig { agents: 2, ..ok.clone() },
-            ClusterConfig { concurrency: 0, ..ok.clone() },
-            ClusterConfig { seconds: f64::NAN, ..ok.clone() },
+            ClusterConfig {
+                hosts: 0,
+                ..ok.clone()
+            },
+            ClusterConfig {
+                agents: 2,
+                ..ok.clone()
+            },
+            ClusterConfig {
+                concurrency: 0,
+                ..ok.clone()
+            },
+            ClusterConfig {
+                seconds: f64::NAN,
+                ..ok.clone()
+            },
         ] {
-            assert!(matches!(bad.validate(), Err(BenchError::Config(_))), "{bad:?}");
+            assert!(
+                matches!(bad.validate(), Err(BenchError::Config(_))),
+                "{bad:?}"
+            );
         }
     }
 }

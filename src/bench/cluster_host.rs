@@ -145,10 +145,14 @@ fn run_err(e: impl std::fmt::Display) -> BenchError {
 
 /// The share of this host's agents that worker `w` of `workers` writes.
 fn share(spec: &HostSpec, w: usize, workers: usize) -> Vec<String> {
-    agents_of(w * spec.hosts + spec.host, workers * spec.hosts, spec.agents)
-        .into_iter()
-        .map(agent_name)
-        .collect()
+    agents_of(
+        w * spec.hosts + spec.host,
+        workers * spec.hosts,
+        spec.agents,
+    )
+    .into_iter()
+    .map(agent_name)
+    .collect()
 }
 
 /// Workers of `phase`: never more than this host has agents.
@@ -207,11 +211,12 @@ async fn follow_mirror(
             }
         }
         tokio::select! {
-            r = node.wait_applied(next) => match r {
-                Err(ClusterError::Mirror(m)) => return Err(format!("mirror stopped: {m}")),
-                // Lagging (nothing for the deadline) is only quiet: look again.
-                _ => {}
-            },
+            // Lagging (nothing for the deadline) is only quiet: look again.
+            r = node.wait_applied(next) => {
+                if let Err(ClusterError::Mirror(m)) = r {
+                    return Err(format!("mirror stopped: {m}"));
+                }
+            }
             _ = target.changed() => {}
         }
     }
@@ -285,12 +290,8 @@ impl Host {
             }
             (HostCommand::Phase { phase, start_ns }, Backend::Nats { node, watcher }) => {
                 let (tx, rx) = watch::channel(None);
-                let follow = follow_mirror(
-                    node.clone(),
-                    self.spec.host,
-                    phase != Phase::Heartbeats,
-                    rx,
-                );
+                let follow =
+                    follow_mirror(node.clone(), self.spec.host, phase != Phase::Heartbeats, rx);
                 *watcher = Some((tx, self.rt.spawn(follow)));
                 let r = self
                     .rt
@@ -427,8 +428,7 @@ async fn nats_phase(
                         Phase::Heartbeats => node.heartbeat(name, None, None).await.map(|()| 0),
                         Phase::Durable | Phase::Visibility => {
                             let stamp = format!("{me}:{}", mono_ns());
-                            node.set_status(name, Status::Busy, Some(stamp), None)
-                                .await
+                            node.set_status(name, Status::Busy, Some(stamp), None).await
                         }
                     };
                     match r {
@@ -468,7 +468,11 @@ fn etcd_setup(spec: &HostSpec, url: &str) -> Result<(Vec<i64>, u64)> {
     let workers = workers_of(spec, Phase::Durable);
     let threads: Vec<_> = (0..workers)
         .map(|w| {
-            let indices = agents_of(w * spec.hosts + spec.host, workers * spec.hosts, spec.agents);
+            let indices = agents_of(
+                w * spec.hosts + spec.host,
+                workers * spec.hosts,
+                spec.agents,
+            );
             let url = url.to_string();
             std::thread::spawn(move || {
                 let c = EtcdClient::new(&url);
@@ -511,7 +515,11 @@ fn etcd_phase(
     let me = spec.host;
     let threads: Vec<_> = (0..workers)
         .map(|w| {
-            let indices = agents_of(w * spec.hosts + spec.host, workers * spec.hosts, spec.agents);
+            let indices = agents_of(
+                w * spec.hosts + spec.host,
+                workers * spec.hosts,
+                spec.agents,
+            );
             let (url, leases) = (url.to_string(), leases.clone());
             std::thread::spawn(move || {
                 let c = EtcdClient::new(&url);
@@ -672,8 +680,11 @@ mod tests {
         assert_eq!(lines.len(), 2, "{text}");
         assert!(lines[0].contains("does not apply now"), "{text}");
         assert!(lines[1].contains("bad host command"), "{text}");
-        let bad = run_host("{\"host\":3,\"hosts\":3,\"agents\":5,\"concurrency\":1,\"seconds\":1}\n".as_bytes(), Vec::new())
-            .unwrap_err();
+        let bad = run_host(
+            "{\"host\":3,\"hosts\":3,\"agents\":5,\"concurrency\":1,\"seconds\":1}\n".as_bytes(),
+            Vec::new(),
+        )
+        .unwrap_err();
         assert!(bad.to_string().contains("host < hosts"), "{bad}");
     }
 }

@@ -77,7 +77,10 @@ impl EtcdClient {
             .body_mut()
             .read_to_string()
             .map_err(|e| format!("GET {url}: {e}"))?;
-        Ok(result_of(&text, &url)?.get("health").and_then(Value::as_str) == Some("true"))
+        Ok(result_of(&text, &url)?
+            .get("health")
+            .and_then(Value::as_str)
+            == Some("true"))
     }
 
     /// Grants a lease of `ttl_s` seconds; returns its id.

@@ -22,16 +22,16 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 
 /// The server binary named `name`: `$env` if set (it must be a file), else
 /// the first `name` on `PATH`. The error names both, and how to install it.
-pub fn find_binary(env: &str, name: &str, install: &str) -> Result<PathBuf> {
+pub fn find_binary(env: &str, name: &str, install: &str) -> std::result::Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(env) {
         let p = PathBuf::from(p);
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(BenchError::Config(format!(
+            Err(format!(
                 "{env}={} is not a file (it should be the `{name}` binary)",
                 p.display()
-            )))
+            ))
         };
     }
     std::env::var_os("PATH")
@@ -40,9 +40,7 @@ pub fn find_binary(env: &str, name: &str, install: &str) -> Result<PathBuf> {
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            BenchError::Config(format!(
-                "`{name}` not found: set {env} to its path or put it on PATH ({install})"
-            ))
+            format!("`{name}` not found: set {env} to its path or put it on PATH ({install})")
         })
 }
 

@@ -7,8 +7,8 @@ use super::args;
 use super::commands::W;
 use super::output::{self, Ui};
 use agentlog::bench::cluster::{
-    run_cluster, ClusterConfig, ClusterPhase, ClusterReport, SystemReport,
-    TARGET_DURABLE_VS_ETCD, TARGET_HEARTBEATS_PER_S, TARGET_VISIBILITY_P99_MS,
+    run_cluster, ClusterConfig, ClusterPhase, ClusterReport, SystemReport, TARGET_DURABLE_VS_ETCD,
+    TARGET_HEARTBEATS_PER_S, TARGET_VISIBILITY_P99_MS,
 };
 use agentlog::bench::BenchError;
 use anyhow::{Context, Result};
