@@ -1,6 +1,7 @@
 //! Several hosts over a real 3-node NATS JetStream cluster: convergence, races
 //! for a name, the sweeper lease, NATS servers SIGKILLed under load, and
-//! `serve --nats` daemons driven by the real CLI and the Python client.
+//! `serve --nats` daemons driven by the real CLI and the Python client, and
+//! `agentlog bench cluster` run for real against NATS and etcd.
 //!
 //! One test binary: each file of `tests/cluster/` is a module here, and every
 //! group shares `tests/support/` (TESTING.md, "Layout").
@@ -8,6 +9,7 @@
 mod support;
 
 mod cluster {
+    mod bench;
     mod convergence;
     mod daemon;
     mod nats_kill;

@@ -272,15 +272,33 @@ fn last_lsn(dir: &Path) -> Result<u64> {
     Ok(reply.result["last_lsn"].as_u64().unwrap_or(0))
 }
 
-/// A running worker process.
-struct Worker {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+/// A running worker process (also a `bench cluster` host).
+pub(super) struct Worker {
+    pub(super) child: Child,
+    pub(super) stdin: ChildStdin,
+    pub(super) stdout: BufReader<ChildStdout>,
 }
 
 impl Worker {
-    fn line(&mut self, i: usize, what: &str) -> Result<String> {
+    /// Starts `cmd` with its stdin, stdout and stderr piped.
+    pub(super) fn spawn(mut cmd: Command, exe: &Path) -> Result<Worker> {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| BenchError::io("cannot start a worker process from", exe, e))?;
+        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+        Ok(Worker {
+            child,
+            stdin: stdin.expect("stdin is piped"),
+            stdout: BufReader::new(stdout.expect("stdout is piped")),
+        })
+    }
+
+    /// The next line it prints; its end (or a read error) is an error
+    /// carrying what it wrote on stderr.
+    pub(super) fn line(&mut self, who: &str, what: &str) -> Result<String> {
         let mut line = String::new();
         match self.stdout.read_line(&mut line) {
             Ok(n) if n > 0 => Ok(line),
@@ -291,7 +309,7 @@ impl Worker {
                     let _ = e.read_to_string(&mut err);
                 }
                 Err(BenchError::Run(format!(
-                    "client process #{i} ended before {what}: {}",
+                    "{who} ended before {what}: {}",
                     err.trim()
                 )))
             }
@@ -330,27 +348,17 @@ fn run_phase(
             seconds: cfg.seconds,
             durable: cfg.durable,
         };
-        let mut child = Command::new(&cfg.exe)
-            .env_remove("AGENTLOG_NOW")
-            .args(["bench", "clients-worker"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| BenchError::io("cannot start a client process from", &cfg.exe, e))?;
-        let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
-        let mut worker = Worker {
-            child,
-            stdin: stdin.expect("stdin is piped"),
-            stdout: BufReader::new(stdout.expect("stdout is piped")),
-        };
+        let mut cmd = Command::new(&cfg.exe);
+        cmd.env_remove("AGENTLOG_NOW")
+            .args(["bench", "clients-worker"]);
+        let mut worker = Worker::spawn(cmd, &cfg.exe)?;
         let text = serde_json::to_string(&spec).expect("a worker spec serializes");
         // A worker that died already is reported by the `ready` read below.
         let _ = writeln!(worker.stdin, "{text}").and_then(|_| worker.stdin.flush());
         workers.push(worker);
     }
     for (i, w) in workers.iter_mut().enumerate() {
-        let ready = w.line(i, "it was ready")?;
+        let ready = w.line(&format!("client process #{i}"), "it was ready")?;
         if ready.trim() != "ready" {
             return Err(BenchError::Run(format!(
                 "client process #{i} said {ready:?}, not `ready`"
@@ -362,7 +370,7 @@ fn run_phase(
     }
     let mut results = Vec::with_capacity(workers.len());
     for (i, w) in workers.iter_mut().enumerate() {
-        let line = w.line(i, "it reported")?;
+        let line = w.line(&format!("client process #{i}"), "it reported")?;
         let r: WorkerResult = serde_json::from_str(&line)
             .map_err(|e| BenchError::Run(format!("client process #{i} reported {line:?}: {e}")))?;
         results.push(r);

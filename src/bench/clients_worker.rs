@@ -68,17 +68,17 @@ pub struct WorkerResult {
     pub latency: HistogramParts,
 }
 
-/// One connection's counts.
-struct Tally {
-    hist: Histogram,
-    ops: u64,
-    refused: u64,
-    failed: u64,
-    first_error: Option<String>,
+/// One connection's (or worker's) counts.
+pub(super) struct Tally {
+    pub(super) hist: Histogram,
+    pub(super) ops: u64,
+    pub(super) refused: u64,
+    pub(super) failed: u64,
+    pub(super) first_error: Option<String>,
 }
 
 impl Tally {
-    fn new() -> Tally {
+    pub(super) fn new() -> Tally {
         Tally {
             hist: Histogram::new(),
             ops: 0,
@@ -88,12 +88,12 @@ impl Tally {
         }
     }
 
-    fn ok(&mut self, took: Duration) {
+    pub(super) fn ok(&mut self, took: Duration) {
         self.ops += 1;
         self.hist.record(took.as_nanos() as u64);
     }
 
-    fn error(&mut self, refused: bool, what: impl FnOnce() -> String) {
+    pub(super) fn error(&mut self, refused: bool, what: impl FnOnce() -> String) {
         if refused {
             self.refused += 1;
         } else {
@@ -102,6 +102,15 @@ impl Tally {
         if self.first_error.is_none() {
             self.first_error = Some(what());
         }
+    }
+
+    /// Adds another connection's counts (the first error stays the first).
+    pub(super) fn merge(&mut self, other: Tally) {
+        self.hist.merge(&other.hist);
+        self.ops += other.ops;
+        self.refused += other.refused;
+        self.failed += other.failed;
+        self.first_error = self.first_error.take().or(other.first_error);
     }
 }
 
@@ -269,7 +278,7 @@ fn open_session(spec: &WorkerSpec) -> Result<Box<dyn Session + Send>> {
 /// The agents connection `g` of `total` heartbeats, round robin: its share
 /// of the fleet (every agent is some connection's), or one agent when
 /// there are more connections than agents.
-fn agents_of(g: usize, total: usize, agents: usize) -> Vec<usize> {
+pub(super) fn agents_of(g: usize, total: usize, agents: usize) -> Vec<usize> {
     let mine: Vec<usize> = (g..agents).step_by(total).collect();
     if mine.is_empty() {
         vec![g % agents]
@@ -343,11 +352,7 @@ pub fn run_worker(mut input: impl BufRead, mut output: impl Write) -> Result<()>
         let (t, took) = th
             .join()
             .map_err(|p| BenchError::WriterPanicked(format!("{p:?}")))?;
-        all.hist.merge(&t.hist);
-        all.ops += t.ops;
-        all.refused += t.refused;
-        all.failed += t.failed;
-        all.first_error = all.first_error.or(t.first_error);
+        all.merge(t);
         elapsed = elapsed.max(took);
     }
     let result = WorkerResult {

@@ -24,12 +24,18 @@
 //! - [`clients`], [`clients_worker`], [`echo`], [`sqlite`]: `bench clients`,
 //!   P client processes through the daemon against the protocol's bound,
 //!   SQLite and the JSON rewrite.
+//! - [`cluster`], [`cluster_host`], [`servers`], [`etcd`]: `bench cluster`,
+//!   the replicated registry on a real NATS cluster against a real etcd
+//!   cluster doing the same work, with one process per host.
 
 pub mod baseline;
 pub mod cli;
 pub mod clients;
 pub mod clients_worker;
+pub mod cluster;
+pub mod cluster_host;
 pub mod echo;
+pub mod etcd;
 pub mod heartbeats;
 pub mod latency;
 pub mod machine;
@@ -37,6 +43,7 @@ pub mod reports;
 pub mod rss;
 pub mod runners;
 pub mod scaling;
+pub mod servers;
 #[cfg(feature = "sqlite-baseline")]
 pub mod sqlite;
 pub mod targets;

@@ -656,6 +656,12 @@ pub enum Bench {
     /// The protocol's bound for `bench clients --echo`: answers without a store
     #[command(hide = true)]
     EchoServer(BenchEchoServer),
+    /// The replicated registry across H host processes on a real NATS
+    /// cluster, against a real etcd cluster doing the same work
+    Cluster(BenchCluster),
+    /// One host process of `bench cluster` (commands on stdin)
+    #[command(hide = true)]
+    ClusterHost,
     /// Time whole one-shot CLI invocations (heartbeat, status, list, audit,
     /// export) on stores of each log length, each with a recent snapshot
     Cli(BenchCli),
@@ -699,6 +705,21 @@ pub struct BenchClients {
     /// measure the cost of an open live page and a metrics scraper
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchCluster {
+    /// Host processes (each with its own store, NATS server and etcd member)
+    #[arg(long, value_name = "H", default_value_t = 3, value_parser = count(5))]
+    pub hosts: usize,
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
+    pub agents: usize,
+    /// Seconds per phase (heartbeats, durable, visibility), per system
+    #[arg(long, value_name = "S", default_value_t = 5.0, value_parser = seconds)]
+    pub seconds: f64,
+    /// Workers per host in the heartbeat and durable phases (etcd gets as many)
+    #[arg(long, value_name = "K", default_value_t = 16, value_parser = count(MAX_WRITERS))]
+    pub concurrency: usize,
 }
 
 #[derive(Debug, Args)]

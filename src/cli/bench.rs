@@ -197,6 +197,8 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
         args::Bench::Clients(a) => super::bench_clients::clients(ui, &mut out, dir, a)?,
         args::Bench::ClientsWorker => super::bench_clients::worker()?,
         args::Bench::EchoServer(a) => super::bench_clients::echo_server(&a)?,
+        args::Bench::Cluster(a) => super::bench_cluster::cluster(ui, &mut out, dir, a)?,
+        args::Bench::ClusterHost => super::bench_cluster::host()?,
         args::Bench::Cli(a) if a.build_only => {
             let root = dir.ok_or_else(|| Usage("bench cli --build-only needs --dir".into()))?;
             for &n in &a.events {

@@ -7,6 +7,7 @@ mod agents;
 pub mod args;
 mod bench;
 mod bench_clients;
+mod bench_cluster;
 mod check;
 mod commands;
 mod demo;
