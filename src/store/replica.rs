@@ -70,10 +70,10 @@ pub fn replica_of(dir: &Path) -> StoreResult<Option<String>> {
     let text = match std::fs::read(&p) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(crate::Error::io(&p, e).into()),
+        Err(e) => return Err(crate::LogError::io(&p, e).into()),
     };
     let m: Marker = serde_json::from_slice(&text).map_err(|e| {
-        crate::Error::InvalidArgument(format!(
+        crate::LogError::InvalidArgument(format!(
             "{}: {e} (expected {{\"fleet\": NAME}})",
             p.display()
         ))
@@ -108,9 +108,9 @@ impl Store {
                 let body = serde_json::to_vec(&Marker {
                     fleet: fleet.to_string(),
                 })
-                .map_err(|e| crate::Error::io(&p, std::io::Error::other(e)))?;
+                .map_err(|e| crate::LogError::io(&p, std::io::Error::other(e)))?;
                 crate::files::publish_atomic(&p, &body, 0o640, || Ok(()))
-                    .map_err(|e| crate::Error::io(&p, e.into_io()))?;
+                    .map_err(|e| crate::LogError::io(&p, e.into_io()))?;
             }
         }
         let _ = self.core.replica_of.set(fleet.to_string());

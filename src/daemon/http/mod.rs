@@ -366,6 +366,7 @@ mod tests {
             watchers: AtomicUsize::new(0),
             http_addr: None,
             waiting_reads: AtomicUsize::new(0),
+            replica: None,
         });
         let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
             .build_recorder()
