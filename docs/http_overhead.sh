@@ -4,7 +4,7 @@
 #   plain   the daemon as `bench clients` starts it
 #   scrape  the same daemon with `--http`, /metrics scraped every second
 #   page    the same, plus the live page open in headless chromium for the
-#           whole run
+#           whole run (chromium started SETTLE seconds before, default 6)
 # Usage: docs/http_overhead.sh [agentlog] [ROUNDS] [extra bench clients args…]
 # Prints one JSON line per run: mode, ops/s, p50/p99 µs, refused.
 set -euo pipefail
@@ -25,18 +25,22 @@ run() { # $1: plain|scrape|page
     return
   fi
   local port; port="$(free_port)"; local url="http://127.0.0.1:$port/"
+  browser=
+  if [ "$1" = page ]; then
+    # The browser is started first and given time to settle: what is
+    # measured is an open page, not chromium starting up. The page retries
+    # until the daemon answers (within a second of it starting).
+    chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+      --disable-background-networking --disable-component-update --disable-sync \
+      --user-data-dir="$tmp/profile-$RANDOM" "$url" >/dev/null 2>&1 &
+    browser=$!; pids+=("$browser")
+    sleep "${SETTLE:-6}"
+  fi
   "$bin" --json bench clients "${args[@]}" --http "127.0.0.1:$port" >"$tmp/page.json" &
   local bench=$!
   until curl -sf "${url}healthz" >/dev/null; do sleep 0.02; done
   ( while true; do curl -s "${url}metrics" >/dev/null; sleep 1; done ) &
   local scraper=$!; pids+=("$scraper")
-  browser=
-  if [ "$1" = page ]; then
-    chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
-      --disable-background-networking --disable-component-update --disable-sync \
-      --user-data-dir="$tmp/profile-$RANDOM" "$url" >/dev/null 2>&1 &
-    browser=$!; pids+=("$browser")
-  fi
   local watched=0
   while kill -0 "$bench" 2>/dev/null; do
     curl -s "${url}metrics" | grep -q '^agentlog_watchers 1' && watched=1

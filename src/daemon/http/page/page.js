@@ -2,15 +2,17 @@
 // through textContent (never parsed as markup), so "<script>" is text.
 // Rows come from /api/agents, then live over SSE (/api/events in `latest`
 // mode: each changed agent's newest row at most four times a second, about
-// a thousand rows a second at most, then `present` or `removed`; resumed by
+// 500 rows a second at most, then `present` or `removed`; resumed by
 // Last-Event-ID); nothing polls.
 // The browser's work is bounded too: changes are merged per agent and
-// applied at most every RENDER_EVERY ms, a row's cells are written only
-// when their text changes, and the table's rows are built once and moved,
-// never rebuilt, so an update does not lay out the whole table again.
+// applied at most every RENDER_EVERY ms (QUIET_EVERY when only "last
+// active" moved), a row's cells are written only when their text changes,
+// and the table's rows are built once and moved, never rebuilt, so an
+// update does not lay out the whole table again.
 "use strict";
 
-const RENDER_EVERY = 200; // ms
+const RENDER_EVERY = 200; // ms, when a change shows (status, message, a new or gone row)
+const QUIET_EVERY = 2000; // ms, when rows only moved their "last active" (heartbeats)
 const BULK = 64; // new rows in one render past which the table is placed in one pass
 const AUDIT_EVERY = 2000; // ms between refreshes of an open audit timeline
 
@@ -22,6 +24,7 @@ const order = []; // every name, sorted
 const pending = new Map(); // name -> newest row, or null when removed
 let lsn = 0;
 let renderTimer = 0;
+let renderDue = 0;
 let selected = null;
 let auditAt = 0;
 let auditTimer = 0;
@@ -166,6 +169,7 @@ function countShown() {
 // new rows at once (the first load) are placed in one pass instead.
 function render() {
   renderTimer = 0;
+  renderDue = 0;
   const f = filters();
   let fresh = 0;
   for (const [name, row] of pending) if (row !== null && !agents.has(name)) fresh++;
@@ -220,8 +224,21 @@ function rebuild(f) {
   $("agents").tBodies[0].replaceChildren(rowsShown);
 }
 
-function queueRender() {
-  if (!renderTimer) renderTimer = setTimeout(render, RENDER_EVERY);
+// Renders within `delay` ms (sooner if already due sooner): every render is
+// a frame the browser lays out and paints, so heartbeats alone wait longer.
+function queueRender(delay) {
+  const due = Date.now() + delay;
+  if (renderTimer && renderDue <= due) return;
+  clearTimeout(renderTimer);
+  renderDue = due;
+  renderTimer = setTimeout(render, delay);
+}
+
+// Whether `row` changes what the table shows of `before` beyond its last
+// activity.
+const SHOWN = ["name", "provider", "status", "status_message", "pid", "life", "display_name"];
+function shows(before, row) {
+  return !before || !row || SHOWN.some((k) => before[k] !== row[k]);
 }
 
 // A filter changed.
@@ -243,16 +260,24 @@ function setConn(text, cls) {
 
 function applyChange(ch) {
   lsn = Math.max(lsn, ch.lsn || 0);
-  pending.set(ch.agent, ch.type === "removed" ? null : ch.row);
-  queueRender();
+  const row = ch.type === "removed" ? null : ch.row;
+  const before = pending.has(ch.agent) ? pending.get(ch.agent) : agents.get(ch.agent)?.row;
+  pending.set(ch.agent, row);
+  queueRender(shows(before, row) || ch.agent === selected ? RENDER_EVERY : QUIET_EVERY);
 }
 
 // The agents there are at `lsn`: a row of any other name is gone.
 function applyPresent(p) {
   lsn = Math.max(lsn, p.lsn || 0);
   const there = new Set(p.agents);
-  for (const name of agents.keys()) if (!there.has(name) && !pending.has(name)) pending.set(name, null);
-  queueRender();
+  let gone = false;
+  for (const name of agents.keys()) {
+    if (!there.has(name) && !pending.has(name)) {
+      pending.set(name, null);
+      gone = true;
+    }
+  }
+  if (gone) queueRender(RENDER_EVERY);
 }
 
 async function start() {
@@ -337,5 +362,12 @@ for (const id of ["f-status", "f-provider", "f-name"]) $(id).addEventListener("i
 $("filters").addEventListener("submit", (e) => e.preventDefault());
 $("audit-close").addEventListener("click", () => { selected = null; $("audit").hidden = true; });
 setInterval(refreshAges, 5000);
-start().catch((e) => setConn(String(e.message || e), "down"));
+// A page opened before its daemon (or while it restarts) keeps trying.
+function connect() {
+  start().catch((e) => {
+    setConn(String(e.message || e) + ", retrying…", "down");
+    setTimeout(connect, 1000);
+  });
+}
+connect();
 startRate();
