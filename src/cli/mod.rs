@@ -112,22 +112,11 @@ fn is_closed_stdout(e: &anyhow::Error) -> bool {
         })
 }
 
-/// The error and its causes on one line, `outer: inner`, leaving out a cause
-/// whose text the line already carries (many errors embed their source).
+/// The error and its causes on one line ([`agentlog::daemon::one_line`], the
+/// daemon's reply text too), escaped: errors quote input (names, values,
+/// paths), so keep them one inert line.
 fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let msg = cause.to_string();
-        if line.contains(&msg) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&msg);
-    }
-    // Errors quote input (names, values, paths): keep them one inert line.
-    output::escaped(&line.replace('\n', "; ")).into_owned()
+    output::escaped(&agentlog::daemon::one_line(e)).into_owned()
 }
 
 #[cfg(test)]
