@@ -4,6 +4,7 @@
 //! export accepted by the shared conformance checker.
 
 use crate::support::conformance::checker_accepts_bytes;
+use crate::support::fixtures::ROW_KEYS;
 use agentlog::export::{render_v4, ExportError, ExportOptions};
 use agentlog::model::{Agent, HostMode, Status};
 use agentlog::time::Timestamp;
@@ -141,28 +142,6 @@ fn keys_in_spec_order_nulls_and_omissions() {
     let (bytes, _) = render_v4(&[full("f"), bare("b")], &ExportOptions::default()).unwrap();
     let text = String::from_utf8(bytes).unwrap();
     let (full_row, bare_row) = text.split_once("\n    },\n").unwrap();
-    let spec = [
-        "name",
-        "provider",
-        "cwd",
-        "log_path",
-        "claude_short_id",
-        "codex_session_id",
-        "gemini_session_id",
-        "created_at",
-        "status",
-        "last_message_at",
-        "mcp_channel_id",
-        "host_mode",
-        "claude_session_uuid",
-        "short_id",
-        "project_root",
-        "messaging_socket_path",
-        "cc_session_id",
-        "pid",
-        "pid_start_time",
-        "last_reconciled_at",
-    ];
     let keys: Vec<&str> = full_row
         .lines()
         .filter_map(|l| {
@@ -173,7 +152,7 @@ fn keys_in_spec_order_nulls_and_omissions() {
         })
         .filter(|k| !matches!(*k, "schema_version" | "agents"))
         .collect();
-    assert_eq!(keys, spec);
+    assert_eq!(keys, ROW_KEYS);
     assert!(
         full_row.contains("\"created_at\": \"2026-11-20T09:00:00Z\""),
         "seconds, floor"

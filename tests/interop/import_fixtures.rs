@@ -3,7 +3,7 @@
 //! trips (fixtures and a proptest over random agents).
 
 use crate::support::conformance::checker_accepts;
-use crate::support::fixtures::{registry_dir, ACCEPTED};
+use crate::support::fixtures::{registry_dir, ACCEPTED, ROW_KEYS};
 use agentlog::export::{render_v4, ExportOptions};
 use agentlog::import::{parse_registry, read_registry_file, ImportError, ParsedRegistry};
 use agentlog::model::{Agent, HostMode, Status, EXPORTABLE_PROVIDERS};
@@ -243,29 +243,6 @@ fn normalised(row: &serde_json::Value, key: &str) -> Option<serde_json::Value> {
     }
 }
 
-const KEYS: [&str; 20] = [
-    "name",
-    "provider",
-    "cwd",
-    "log_path",
-    "claude_short_id",
-    "codex_session_id",
-    "gemini_session_id",
-    "created_at",
-    "status",
-    "last_message_at",
-    "mcp_channel_id",
-    "host_mode",
-    "claude_session_uuid",
-    "short_id",
-    "project_root",
-    "messaging_socket_path",
-    "cc_session_id",
-    "pid",
-    "pid_start_time",
-    "last_reconciled_at",
-];
-
 #[test]
 fn import_export_round_trips_keep_every_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -294,7 +271,7 @@ fn import_export_round_trips_keep_every_field() {
         let exported_rows = exported["agents"].as_array().unwrap();
         assert_eq!(src_rows.len(), exported_rows.len());
         for (s, e) in src_rows.iter().zip(exported_rows) {
-            for key in KEYS {
+            for key in ROW_KEYS {
                 assert_eq!(normalised(s, key), normalised(e, key), "{name}: {key}");
             }
         }

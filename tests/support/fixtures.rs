@@ -19,3 +19,29 @@ pub const ACCEPTED: [(&str, usize); 8] = [
     ("v4-entries-key.json", 1),
     ("empty.json", 0),
 ];
+
+/// A schema-v4 row's keys in the existing writers' order (docs/registry-v4.md),
+/// written out here rather than taken from `agentlog::check::ROW_KEYS`, so
+/// the tests check the library against the spec, not against itself.
+pub const ROW_KEYS: [&str; 20] = [
+    "name",
+    "provider",
+    "cwd",
+    "log_path",
+    "claude_short_id",
+    "codex_session_id",
+    "gemini_session_id",
+    "created_at",
+    "status",
+    "last_message_at",
+    "mcp_channel_id",
+    "host_mode",
+    "claude_session_uuid",
+    "short_id",
+    "project_root",
+    "messaging_socket_path",
+    "cc_session_id",
+    "pid",
+    "pid_start_time",
+    "last_reconciled_at",
+];
