@@ -1,7 +1,7 @@
-//! Wake latency of `read --wait` without a daemon (issue 16): how long after
+//! Wake latency of `read --wait` without a daemon: how long after
 //! a post is appended a waiter following the log's tail sees the mail.
 //!
-//! Each iteration starts a waiter thread (`ops::inbox::wait_for_unread`,
+//! Each iteration starts a waiter thread (`ReadOnlyStore::wait_for_unread`,
 //! read-only, as the CLI uses it), waits until it reports that it is
 //! blocked, posts from the store, and measures from the post's return to the
 //! waiter's return; the message is then marked read for the next round. The
@@ -15,9 +15,8 @@
 
 use agentlog::daemon::client::Client;
 use agentlog::log::Durability;
-use agentlog::ops::inbox::{wait_for_unread, Waited};
 use agentlog::registry::{PostMessage, Registration};
-use agentlog::store::{Store, StoreOptions};
+use agentlog::store::{ReadOnlyStore, Store, StoreOptions, Waited};
 use agentlog::time::Timestamp;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
@@ -59,15 +58,12 @@ fn wake(c: &mut Criterion) {
                     let (blocked_tx, blocked_rx) = mpsc::channel();
                     let waiter_dir = dir.clone();
                     let waiter = std::thread::spawn(move || {
-                        let got = wait_for_unread(
-                            &waiter_dir,
-                            "b",
-                            None,
-                            Some(now),
-                            Duration::from_secs(30),
-                            || blocked_tx.send(()).unwrap(),
-                        )
-                        .unwrap();
+                        let got = ReadOnlyStore::open(&waiter_dir, &StoreOptions::default())
+                            .unwrap()
+                            .wait_for_unread("b", None, Some(now), Duration::from_secs(30), || {
+                                blocked_tx.send(()).unwrap()
+                            })
+                            .unwrap();
                         (got, Instant::now())
                     });
                     blocked_rx.recv().unwrap();

@@ -56,8 +56,7 @@
 //!
 //! Not the library's API, hidden from these docs (public only because the
 //! `agentlog` binary, the benches or the tests are separate crates):
-//! `bench` (the benchmark harness), `ops` (the command line's operations),
-//! `snapshot`, `layout`, `files`, `fslock`, `telemetry`, `fuzzing`, and
+//! `bench` (the benchmark harness), `snapshot`, `layout`, `files`, `fslock`, `telemetry`, `fuzzing`, and
 //! `internals` (engine internals the format tests and benches check).
 //!
 //! `unsafe` is denied everywhere but `log::mmap`, which holds the map, the
@@ -91,8 +90,6 @@ pub mod fslock;
 pub mod fuzzing;
 #[doc(hidden)]
 pub mod layout;
-#[doc(hidden)]
-pub mod ops;
 #[doc(hidden)]
 pub mod snapshot;
 #[doc(hidden)]

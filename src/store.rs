@@ -40,6 +40,7 @@ mod interop;
 mod origin;
 mod read_only;
 mod replica;
+mod wait;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
@@ -48,6 +49,7 @@ pub use interop::ImportReport;
 pub use origin::{current_origin, with_origin};
 pub use read_only::{ReadOnlyStore, ReadState};
 pub use replica::{replica_of, Check, CommandSink, REPLICA_FILE};
+pub use wait::Waited;
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]

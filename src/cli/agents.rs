@@ -14,7 +14,7 @@ use super::args;
 use super::commands::{served_store, with_store, W};
 use super::output::{self, Ui};
 use super::view;
-use agentlog::ops::inbox;
+use crate::ops::inbox;
 use agentlog::registry::queries::{render_line, PageLimits, UnreadPage};
 use agentlog::registry::{Message, ProcProbe};
 use agentlog::time::Timestamp;

@@ -620,10 +620,10 @@ pub struct Compact {
 #[derive(Debug, Args)]
 pub struct Demo {
     /// Agent names in the simulated fleet (each may live several lives)
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=i64::from(agentlog::ops::demo::MAX_AGENTS)))]
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::ops::demo::MAX_AGENTS)))]
     pub agents: u32,
     /// Simulated hours of fleet activity (at most 30 days)
-    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=i64::from(agentlog::ops::demo::MAX_HOURS)))]
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::ops::demo::MAX_HOURS)))]
     pub hours: u32,
     /// Seed of the simulation (same seed, same history)
     #[arg(long, default_value_t = 42)]

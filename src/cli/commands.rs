@@ -5,8 +5,8 @@
 use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{reports, view, Usage};
+use crate::ops::{self, Flow, Point};
 use agentlog::files::Sharing;
-use agentlog::ops::{self, Flow, Point};
 use agentlog::registry::labels::AgentUpdate;
 use agentlog::registry::queries::AgentFilter;
 use agentlog::registry::{

@@ -7,7 +7,7 @@ use super::commands::W;
 use super::output::{self, Ui};
 use super::reports::{print_compaction, print_stats};
 use super::{args, view};
-use agentlog::ops::demo::{demo, DemoOptions, DemoReport};
+use crate::ops::demo::{demo, DemoOptions, DemoReport};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::io::Write;

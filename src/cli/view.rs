@@ -1,8 +1,8 @@
 //! JSON and table views of library values: times as RFC 3339 text (the
 //! library keeps milliseconds), absent values as `null`.
 
+use crate::ops::audit::AuditLine;
 use agentlog::model::Agent;
-use agentlog::ops::audit::AuditLine;
 use agentlog::registry::{Lsn, Message};
 use agentlog::time::Timestamp;
 use serde_json::{json, Value};

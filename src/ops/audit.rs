@@ -4,10 +4,10 @@
 
 use super::describe::describe;
 use super::{read_only, Result};
-use crate::log::Lsn;
-use crate::registry::history;
-use crate::registry::{Event, EventKind, RegistryError};
-use crate::time::Timestamp;
+use agentlog::log::Lsn;
+use agentlog::registry::history;
+use agentlog::registry::{Event, EventKind, RegistryError};
+use agentlog::time::Timestamp;
 use std::path::Path;
 
 /// A run of heartbeats shown as one line.
@@ -31,7 +31,7 @@ pub struct AuditLine {
     pub run: Option<HeartbeatRun>,
     /// Who asked for the event (its first, for a run), when the daemon
     /// recorded it.
-    pub origin: Option<crate::registry::codec::Origin>,
+    pub origin: Option<agentlog::registry::codec::Origin>,
 }
 
 /// Collapses `(lsn, event)` pairs of one agent's history into audit lines.
@@ -63,7 +63,7 @@ pub fn collapse(agent: &str, history: impl IntoIterator<Item = (Lsn, Event)>) ->
         lines.push(AuditLine {
             at: ev.at,
             lsn,
-            kind: crate::registry::tag::name(ev.kind.tag()),
+            kind: agentlog::registry::tag::name(ev.kind.tag()),
             what: d.what,
             why: d.why,
             run: None,
@@ -85,7 +85,7 @@ pub fn audit(
     let r = read_only(dir)?;
     let mut origins = std::collections::HashMap::new();
     let history = history::scan_history_with(&r.view(), agent, |lsn, payload| {
-        if let Some(o) = crate::registry::codec::origin(payload) {
+        if let Some(o) = agentlog::registry::codec::origin(payload) {
             origins.insert(lsn, o);
         }
     })?;
@@ -108,7 +108,7 @@ pub fn audit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Status, StatusCause};
+    use agentlog::model::{Status, StatusCause};
 
     fn hb(at: i64) -> Event {
         Event {

@@ -21,15 +21,15 @@
 use super::audit::{audit, AuditLine};
 use super::stats::{stats, Stats};
 use super::{OpsError, Result};
-use crate::compact::CompactionReport;
-use crate::export::ExportReport;
-use crate::layout::StoreLayout;
-use crate::log::{Durability, LogOptions};
-use crate::model::{Agent, HostMode, Priority, Status, StatusCause};
-use crate::registry::{FakeProbe, PostMessage, Registration, SessionKey, SessionOp, State};
-use crate::snapshot::SnapshotInfo;
-use crate::store::{Store, StoreOptions};
-use crate::time::Timestamp;
+use agentlog::compact::CompactionReport;
+use agentlog::export::ExportReport;
+use agentlog::layout::StoreLayout;
+use agentlog::log::{Durability, LogOptions};
+use agentlog::model::{Agent, HostMode, Priority, Status, StatusCause};
+use agentlog::registry::{FakeProbe, PostMessage, Registration, SessionKey, SessionOp, State};
+use agentlog::snapshot::SnapshotInfo;
+use agentlog::store::{Store, StoreOptions};
+use agentlog::time::Timestamp;
 use std::path::{Path, PathBuf};
 
 /// Largest fleet the demo simulates (its memory grows with it).
@@ -163,24 +163,22 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
     let started = std::time::Instant::now();
     if dir.exists() {
         let empty = std::fs::read_dir(dir)
-            .map_err(|e| crate::log::LogError::io(dir, e))?
+            .map_err(|e| OpsError::io(dir, e))?
             .next()
             .is_none();
         if !empty {
-            return Err(crate::log::LogError::InvalidArgument(format!(
+            return Err(OpsError::InvalidArgument(format!(
                 "the demo writes a fresh store, but {} is not empty",
                 dir.display()
-            ))
-            .into());
+            )));
         }
     }
     if !(1..=MAX_AGENTS).contains(&opts.agents) || !(1..=MAX_HOURS).contains(&opts.hours) {
-        return Err(crate::log::LogError::InvalidArgument(format!(
+        return Err(OpsError::InvalidArgument(format!(
             "the demo runs 1 to {MAX_AGENTS} agents for 1 to {MAX_HOURS} hours \
              (got {} agents, {} hours)",
             opts.agents, opts.hours
-        ))
-        .into());
+        )));
     }
     let store_opts = StoreOptions {
         log: LogOptions {
@@ -192,8 +190,8 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         command_durability: Durability::Lazy,
         ..StoreOptions::default()
     };
-    crate::files::create_store_dir(dir, crate::files::Sharing::Private)
-        .map_err(|e| crate::log::LogError::io(dir, e))?;
+    agentlog::files::create_store_dir(dir, agentlog::files::Sharing::Private)
+        .map_err(|e| OpsError::io(dir, e))?;
     let store = Store::open(dir, store_opts)?;
     let (counts, end, featured) = simulate(&store, opts)?;
     let snapshot = super::snapshot(&store)?;
@@ -446,9 +444,7 @@ fn simulate(store: &Store, opts: &DemoOptions) -> Result<(FleetCounts, Timestamp
             .map(|sl| sl.name.clone())
     });
     let featured = featured.ok_or_else(|| {
-        OpsError::Log(crate::log::LogError::InvalidArgument(
-            "the simulated fleet left no agent registered".into(),
-        ))
+        OpsError::InvalidArgument("the simulated fleet left no agent registered".into())
     })?;
     Ok((c, end, featured))
 }

@@ -2,8 +2,8 @@
 //! why (the status message and its cause), from the point of view of one
 //! agent when given (a message it received reads "received", not "posted").
 
-use crate::model::StatusCause;
-use crate::registry::{EventKind, Lsn, RegistrationKind, TransportCause};
+use agentlog::model::StatusCause;
+use agentlog::registry::{EventKind, Lsn, RegistrationKind, TransportCause};
 
 /// What happened, and why when the event records a reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,7 +188,7 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
 }
 
 /// The names of the fields an update sets or clears.
-fn updated_field_names(f: &crate::registry::FieldUpdates) -> String {
+fn updated_field_names(f: &agentlog::registry::FieldUpdates) -> String {
     let mut names = Vec::new();
     macro_rules! field {
         ($($name:ident),*) => {
@@ -239,7 +239,7 @@ mod tests {
     fn status_changes_say_why() {
         let k = EventKind::StatusChanged {
             agent: "a".into(),
-            status: crate::model::Status::Exited,
+            status: agentlog::model::Status::Exited,
             message: Some("worker lease expired; register again before continuing".into()),
             cause: StatusCause::LeaseExpired,
         };

@@ -5,7 +5,7 @@
 //! audit with heartbeat runs collapsed, stats, the demo, and (in `inbox`)
 //! waiting for mail by following the tail, describing one agent, presence.
 //!
-//! The store directory's files are named by [`crate::layout`]. Invariants:
+//! The store directory's files are named by `agentlog::layout`. Invariants:
 //! read-only operations (`current`, `replay`, `dump`, `verify`, `audit`,
 //! `stats`) open a [`ReadOnlyStore`] and take no writer lock, so they run
 //! beside a live writer and never change a file; they read a snapshot and
@@ -20,22 +20,28 @@ pub mod describe;
 pub mod inbox;
 pub mod stats;
 
-use crate::layout::StoreLayout;
-use crate::log::{self, LogReader, Lsn, VerifyReport};
-use crate::registry::history::ScanError;
-use crate::registry::{codec, DecodeError, Event, RegistryError, State};
-use crate::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
-use crate::time::{Timestamp, MAX_FUTURE_SKEW_MS};
+use agentlog::layout::StoreLayout;
+use agentlog::log::{self, LogError, LogReader, Lsn, VerifyReport};
+use agentlog::registry::history::ScanError;
+use agentlog::registry::{codec, DecodeError, Event, RegistryError, State};
+use agentlog::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
+use agentlog::time::{Timestamp, MAX_FUTURE_SKEW_MS};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Why an operation failed.
+/// Why an operation of the command line failed: what only the command line
+/// knows (no store there, a bad request), an event that does not decode, or
+/// the library's own error, once ([`StoreError`] already names the layer
+/// below it: the log, the registry, export, import, snapshots).
 #[derive(Debug, thiserror::Error)]
 pub enum OpsError {
     #[error("no agentlog store at {}: run `agentlog --dir {} init` first", .0.display(), .0.display())]
     NoStore(PathBuf),
     #[error("{} is not a directory", .0.display())]
     NotADirectory(PathBuf),
+    /// A request the operation refuses (what and why).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     #[error("event at lsn {lsn}: {source}")]
     Decode {
         lsn: Lsn,
@@ -43,24 +49,40 @@ pub enum OpsError {
         source: DecodeError,
     },
     #[error(transparent)]
-    Log(#[from] crate::log::LogError),
-    #[error(transparent)]
-    Registry(#[from] RegistryError),
-    #[error(transparent)]
     Store(#[from] StoreError),
-    #[error(transparent)]
-    Export(#[from] crate::export::ExportError),
-    #[error(transparent)]
-    Import(#[from] crate::import::ImportError),
-    #[error(transparent)]
-    Snapshot(#[from] crate::snapshot::SnapshotError),
 }
+
+impl OpsError {
+    /// An I/O error on `path` (the log's I/O error: it tells a full disk).
+    pub(crate) fn io(path: &Path, e: std::io::Error) -> OpsError {
+        LogError::io(path, e).into()
+    }
+}
+
+/// The library's errors below the store reach the command line as the
+/// store's, so each is wrapped once.
+macro_rules! through_store {
+    ($($t:ty),*) => {$(
+        impl From<$t> for OpsError {
+            fn from(e: $t) -> Self {
+                OpsError::Store(e.into())
+            }
+        }
+    )*};
+}
+through_store!(
+    LogError,
+    RegistryError,
+    agentlog::export::ExportError,
+    agentlog::import::ImportError,
+    agentlog::snapshot::SnapshotError
+);
 
 impl From<ScanError> for OpsError {
     fn from(e: ScanError) -> Self {
         match e {
             ScanError::Decode { lsn, source } => OpsError::Decode { lsn, source },
-            ScanError::Log(e) => OpsError::Log(e),
+            ScanError::Log(e) => e.into(),
         }
     }
 }
@@ -84,14 +106,13 @@ pub fn require_store(dir: &Path) -> Result<()> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {
             if dir.join(SALVAGE_MARKER).exists() {
-                Err(crate::log::LogError::InvalidArgument(format!(
+                Err(OpsError::InvalidArgument(format!(
                     "{} is an unfinished salvage (a `repair --salvage` was interrupted): \
                      rerun it with the same --out to replace it",
                     dir.display()
-                ))
-                .into())
+                )))
             } else if StoreLayout::new(dir).exists() {
-                if let Some(w) = crate::files::exposure_warning(dir) {
+                if let Some(w) = agentlog::files::exposure_warning(dir) {
                     tracing::warn!("{w}");
                 }
                 Ok(())
@@ -103,7 +124,7 @@ pub fn require_store(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(OpsError::NoStore(dir.to_path_buf()))
         }
-        Err(e) => Err(crate::log::LogError::io(dir, e).into()),
+        Err(e) => Err(OpsError::io(dir, e)),
     }
 }
 
@@ -132,16 +153,16 @@ pub fn open_store_with(dir: &Path, create: bool, opts: StoreOptions) -> Result<S
 fn read_only(dir: &Path) -> Result<ReadOnlyStore> {
     require_store(dir)?;
     let opts = StoreOptions {
-        max_messages: crate::store::config::max_messages(dir)?,
+        max_messages: agentlog::store::config::max_messages(dir)?,
         ..StoreOptions::short_lived()
     };
     ReadOnlyStore::open(dir, &opts).map_err(|e| match e {
-        crate::log::LogError::Corrupt {
+        agentlog::log::LogError::Corrupt {
             segment,
             offset,
             lsn,
             reason,
-        } => crate::log::LogError::Corrupt {
+        } => agentlog::log::LogError::Corrupt {
             segment,
             offset,
             lsn,
@@ -186,7 +207,7 @@ pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<R
     let view = r.view();
     progress.start(r.log().last_lsn().unwrap_or(0));
     let mut out = Replayed {
-        state: State::new(crate::store::config::max_messages(dir)?),
+        state: State::new(agentlog::store::config::max_messages(dir)?),
         events: 0,
         last: None,
         next: None,
@@ -340,27 +361,25 @@ pub struct Initialized {
 pub fn init(
     dir: &Path,
     max_messages: Option<usize>,
-    sharing: crate::files::Sharing,
+    sharing: agentlog::files::Sharing,
 ) -> Result<Initialized> {
     let existed = StoreLayout::new(dir).exists();
     if dir.exists() && !dir.is_dir() {
         return Err(OpsError::NotADirectory(dir.to_path_buf()));
     }
     if !dir.exists() {
-        crate::files::create_store_dir(dir, sharing)
-            .map_err(|e| crate::log::LogError::io(dir, e))?;
+        agentlog::files::create_store_dir(dir, sharing).map_err(|e| OpsError::io(dir, e))?;
     }
     if let Some(n) = max_messages {
-        let current = crate::store::config::max_messages(dir)?;
+        let current = agentlog::store::config::max_messages(dir)?;
         if existed && current != n {
-            return Err(crate::log::LogError::InvalidArgument(format!(
+            return Err(OpsError::InvalidArgument(format!(
                 "the store at {} exists with message cap {current}; the cap is fixed when a store is created",
                 dir.display()
-            ))
-            .into());
+            )));
         }
         if !existed {
-            crate::store::config::set_max_messages(dir, n)?;
+            agentlog::store::config::set_max_messages(dir, n)?;
         }
     }
     let store = open_store(dir, true)?;
@@ -374,7 +393,7 @@ pub fn init(
 
 /// Writes a snapshot of the store's folded state now; returns its file and
 /// the LSN it covers.
-pub fn snapshot(store: &Store) -> Result<crate::snapshot::SnapshotInfo> {
+pub fn snapshot(store: &Store) -> Result<agentlog::snapshot::SnapshotInfo> {
     Ok(store.snapshot()?)
 }
 
@@ -388,14 +407,14 @@ pub fn export(
     path: Option<&Path>,
     strict: bool,
     progress: &mut dyn Progress,
-) -> Result<(PathBuf, crate::export::ExportReport)> {
+) -> Result<(PathBuf, agentlog::export::ExportReport)> {
     let (state, _) = current(dir, progress)?;
     let path = path.map_or_else(|| StoreLayout::new(dir).registry_json(), Path::to_path_buf);
-    let report = crate::export::export_to(
+    let report = agentlog::export::export_to(
         &path,
         state.agents().iter(),
-        &crate::export::ExportOptions { strict },
-        &crate::export::PublishOptions::default(),
+        &agentlog::export::ExportOptions { strict },
+        &agentlog::export::PublishOptions::default(),
     )?;
     Ok((path, report))
 }
@@ -412,24 +431,23 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
     let marker = out.join(SALVAGE_MARKER);
     if out.exists() {
         let empty = std::fs::read_dir(out)
-            .map_err(|e| crate::log::LogError::io(out, e))?
+            .map_err(|e| OpsError::io(out, e))?
             .next()
             .is_none();
         if std::fs::symlink_metadata(&marker).is_ok_and(|m| m.is_file()) {
             tracing::warn!(out = %out.display(), "replacing an unfinished salvage");
-            std::fs::remove_dir_all(out).map_err(|e| crate::log::LogError::io(out, e))?;
+            std::fs::remove_dir_all(out).map_err(|e| OpsError::io(out, e))?;
         } else if !empty {
-            return Err(crate::log::LogError::InvalidArgument(format!(
+            return Err(OpsError::InvalidArgument(format!(
                 "salvage destination {} is not empty",
                 out.display()
-            ))
-            .into());
+            )));
         }
     }
-    crate::files::create_store_dir(out, crate::files::Sharing::of_dir(dir))
-        .map_err(|e| crate::log::LogError::io(out, e))?;
-    let io = |e| crate::log::LogError::io(&marker, e);
-    crate::files::create_fresh(&marker)
+    agentlog::files::create_store_dir(out, agentlog::files::Sharing::of_dir(dir))
+        .map_err(|e| OpsError::io(out, e))?;
+    let io = |e| OpsError::io(&marker, e);
+    agentlog::files::create_fresh(&marker)
         .and_then(|f| f.sync_all())
         .map_err(io)?;
     sync_folder(out)?;
@@ -445,7 +463,7 @@ pub const SALVAGE_MARKER: &str = "SALVAGE-UNFINISHED";
 fn sync_folder(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| crate::log::LogError::io(dir, e).into())
+        .map_err(|e| OpsError::io(dir, e))
 }
 
 /// Opens the store at `dir` as the writer in the `CutAtHole` recovery mode
@@ -476,7 +494,7 @@ pub fn compact(
     now: Option<Timestamp>,
     dry_run: bool,
     clock: Option<Timestamp>,
-) -> Result<crate::compact::CompactionReport> {
+) -> Result<agentlog::compact::CompactionReport> {
     if dry_run {
         return compact_plan(dir, now.unwrap_or_else(Timestamp::now));
     }
@@ -494,22 +512,21 @@ pub fn compact_store(
     now: Option<Timestamp>,
     dry_run: bool,
     clock: Option<Timestamp>,
-) -> Result<crate::compact::CompactionReport> {
+) -> Result<agentlog::compact::CompactionReport> {
     let now = now.unwrap_or_else(Timestamp::now);
     if let (Some(clock), false) = (clock, dry_run) {
         let last = last_event_time(store)?;
         let latest = last.map_or(clock, |t| t.max(clock));
         if now.is_beyond(latest, MAX_FUTURE_SKEW_MS) {
             let last = last.map_or_else(|| "none".to_string(), |t| t.to_string());
-            return Err(crate::log::LogError::InvalidArgument(format!(
+            return Err(OpsError::InvalidArgument(format!(
                 "compact --now {now} is later than both the clock ({clock}) and the log's \
                  last event ({last}); it would drop unexpired messages and retire live \
                  agents for good. Check the date, or pass --force-now if it is meant"
-            ))
-            .into());
+            )));
         }
     }
-    let copts = crate::compact::CompactOptions {
+    let copts = agentlog::compact::CompactOptions {
         dry_run,
         ..Default::default()
     };
@@ -517,18 +534,18 @@ pub fn compact_store(
 }
 
 /// `compact --dry-run`: the plan the writer would make (the same
-/// [`crate::compact::plan`] and retention), computed from the read-only store,
+/// [`agentlog::compact::plan`] and retention), computed from the read-only store,
 /// so it needs no writer lock, runs beside a writer and changes no file.
-fn compact_plan(dir: &Path, now: Timestamp) -> Result<crate::compact::CompactionReport> {
+fn compact_plan(dir: &Path, now: Timestamp) -> Result<agentlog::compact::CompactionReport> {
     let started = std::time::Instant::now();
     let store = read_only(dir)?;
     let read = store.state()?;
-    let opts = crate::compact::CompactOptions {
+    let opts = agentlog::compact::CompactOptions {
         dry_run: true,
         ..Default::default()
     };
     let log_dir = StoreLayout::new(dir).log();
-    let plan = crate::compact::plan(&store.view(), &log_dir, &read.state, read.lsn, now, &opts)?;
+    let plan = agentlog::compact::plan(&store.view(), &log_dir, &read.state, read.lsn, now, &opts)?;
     let mut report = plan.report;
     report.generation_before = store.log().generation();
     report.generation = report.generation_before;

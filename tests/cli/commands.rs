@@ -428,7 +428,7 @@ fn a_second_writer_is_refused_naming_the_holder() {
     let env = fleet();
     cli::direct_only(&env.dir); // this process is the writer here
                                 // Hold the writer lock from this process.
-    let store = agentlog::ops::open_store(&env.dir, false).unwrap();
+    let store = agentlog::Store::open(&env.dir, agentlog::StoreOptions::short_lived()).unwrap();
     env.run(&["heartbeat", "alice"])
         .fails(1, &format!("pid {}", std::process::id()));
     // Read-only commands still work beside the writer.
