@@ -1,30 +1,25 @@
-//! The command-line grammar (clap derive): every subcommand, its flags and
-//! their help text. Parsing only: values are typed here (times, statuses,
-//! host modes) so a bad value is a usage error (exit 2) that names the value,
-//! before any store is opened.
+//! The command-line grammar's root (clap derive): the global flags, the
+//! list of subcommands with their help text, the parsers values share
+//! (times, transport clients), the event time `--at` every write takes, and
+//! the benchmarks' arguments. Each subcommand's own arguments live in its
+//! file under `cmd/`. Parsing only: values are typed at parse time, so a bad
+//! value is a usage error (exit 2) that names the value, before any store is
+//! opened.
 
-use agentlog::model::{HostMode, Priority, Privacy, Status, TransportClient};
+use super::cmd;
+use agentlog::model::TransportClient;
 use agentlog::time::{Timestamp, MAX_FUTURE_SKEW_MS};
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 /// Parses a TIME argument (RFC 3339 UTC, e.g. `2026-11-30T12:00:00Z`).
-fn time(s: &str) -> Result<Timestamp, String> {
+pub fn time(s: &str) -> Result<Timestamp, String> {
     Timestamp::parse_rfc3339(s).map_err(|e| e.to_string())
 }
 
 /// Parses `NAME[/VERSION]` (the parts are validated by the command).
-fn client(s: &str) -> Result<TransportClient, String> {
+pub fn client(s: &str) -> Result<TransportClient, String> {
     Ok(TransportClient::parse(s))
-}
-
-/// Parses a wait in seconds: finite, not negative.
-fn wait_seconds(s: &str) -> Result<std::time::Duration, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    std::time::Duration::try_from_secs_f64(v)
-        .map_err(|_| format!("`{s}` must be a finite, non-negative number of seconds"))
 }
 
 /// Largest fleet the benchmarks and the demo accept (bounds memory).
@@ -35,8 +30,6 @@ const MAX_EVENTS: u64 = 100_000_000;
 const MAX_WRITERS: u64 = 1024;
 /// Longest a benchmark point runs, in seconds.
 const MAX_SECONDS: f64 = 3600.0;
-/// Longest message TTL, in hours (100 years).
-const MAX_TTL_HOURS: f64 = 876_000.0;
 
 /// A count in `1..=max` (clap reports anything else as a usage error, exit 2).
 fn count(max: u64) -> clap::builder::RangedU64ValueParser<usize> {
@@ -51,19 +44,6 @@ fn seconds(s: &str) -> Result<f64, String> {
     } else {
         Err(format!(
             "must be more than 0 and at most {MAX_SECONDS} seconds"
-        ))
-    }
-}
-
-/// Parses a TTL in hours: at least one millisecond, at most [`MAX_TTL_HOURS`].
-fn ttl_hours(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    let ms = v * 3_600_000.0;
-    if v.is_finite() && ms >= 1.0 && v <= MAX_TTL_HOURS {
-        Ok(v)
-    } else {
-        Err(format!(
-            "must be at least 1 ms (0.000000278 hours) and at most {MAX_TTL_HOURS} hours (100 years)"
         ))
     }
 }
@@ -106,145 +86,63 @@ pub struct Cli {
 pub enum Command {
     /// Create an empty store in DIR (mode 0700: private messages stay private;
     /// 0750 with --group)
-    Init(Init),
+    Init(cmd::init::Init),
     /// Register an agent (a renewal if the same live process registers again)
-    Register(Register),
+    Register(cmd::register::Register),
     /// Record that an agent is alive
-    Heartbeat(Heartbeat),
+    Heartbeat(cmd::heartbeat::Heartbeat),
     /// Set an agent's status
-    Status(SetStatus),
+    Status(cmd::status::SetStatus),
     /// Update fields of a registered agent
-    Update(Update),
+    Update(cmd::update::Update),
     /// Remove an agent from the registry (its history stays until compaction)
-    Remove(Remove),
+    Remove(cmd::remove::Remove),
     /// Post a message from an agent to one agent or to all; prints its id
-    Post(Post),
+    Post(cmd::post::Post),
     /// Print an agent's unread messages and mark them read
-    Read(Read),
+    Read(cmd::read::Read),
     /// Logical-session presence: open, heartbeat, close
     #[command(subcommand)]
-    Sessions(Sessions),
+    Sessions(cmd::sessions::Sessions),
     /// Expire leases and detect dead processes, recording why
-    Sweep(Sweep),
+    Sweep(cmd::sweep::Sweep),
     /// The current registry as a table
-    List(List),
+    List(cmd::list::List),
     /// One agent: every field, life, unread and sent counts, last event LSN
-    Show(Show),
+    Show(cmd::show::Show),
     /// Exit 0 if an agent's transport is live (not finished, same process), else 1
-    Presence(Presence),
+    Presence(cmd::presence::Presence),
     /// The registry as it was at a time or LSN
-    Replay(Replay),
+    Replay(cmd::replay::Replay),
     /// One agent's timeline, heartbeat runs collapsed
-    Audit(Audit),
+    Audit(cmd::audit::Audit),
     /// The raw events, like a dump tool
-    Log(LogCmd),
+    Log(cmd::log::LogCmd),
     /// Check every record's checksum; exit 1 if any is damaged
     Verify,
     /// Copy every valid record into a new store
-    Repair(Repair),
+    Repair(cmd::repair::Repair),
     /// Write a snapshot of the folded state now
     Snapshot,
     /// Write the registry as schema-v4 registry.json
-    Export(Export),
+    Export(cmd::export::Export),
     /// Import a registry.json (schema 1 to 4)
-    Import(Import),
+    Import(cmd::import::Import),
     /// Check a registry.json against the schema-v4 readers' contract; exit 1 if a reader would reject it
-    Check(CheckFile),
+    Check(cmd::check::CheckFile),
     /// Drop retired agents and expired messages from sealed segments
-    Compact(Compact),
+    Compact(cmd::compact::Compact),
     /// Events, agents by status, messages, segments, bytes, LSN range
     Stats,
     /// Run a simulated fleet end to end and show the result
-    Demo(Demo),
+    Demo(cmd::demo::Demo),
     /// Serve the store to other processes over <DIR>/agentlog.sock (PROTOCOL.md)
-    Serve(Serve),
+    Serve(cmd::serve::Serve),
     /// Stream events (or registry changes) from a running daemon
-    Watch(Watch),
+    Watch(cmd::watch::Watch),
     /// Benchmarks (in a temporary directory unless --dir is given)
     #[command(subcommand)]
     Bench(Bench),
-}
-
-#[derive(Debug, Args)]
-pub struct Init {
-    /// Live-message cap of the new store (oldest dropped first, recorded in
-    /// the log); fixed once set [default: 200]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_messages: Option<u32>,
-    /// Let the directory's group read the store (0750 / 0640 instead of 0700 /
-    /// 0600) and observe through the daemon
-    #[arg(long, alias = "group-shared")]
-    pub group: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct Serve {
-    /// Also let this uid write (repeatable); others only observe
-    #[arg(long, value_name = "UID")]
-    pub allow_uid: Vec<u32>,
-    /// Also let members of this gid write (repeatable)
-    #[arg(long, value_name = "GID")]
-    pub allow_gid: Vec<u32>,
-    /// Longest request line, bytes
-    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
-    pub max_line: usize,
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub max_connections: usize,
-    /// Close connections idle this long
-    #[arg(long, value_name = "SECS", default_value_t = 300)]
-    pub idle_timeout: u64,
-    /// Items a watcher may have unsent before it gets `lagged`
-    #[arg(long, value_name = "N", default_value_t = 4096)]
-    pub watch_buffer: usize,
-    /// Seconds between sweeps (0: never)
-    #[arg(long, value_name = "SECS", default_value_t = 5)]
-    pub sweep_every: u64,
-    /// Republish registry.json after a change at most this often, ms (0: never)
-    #[arg(long, value_name = "MS", default_value_t = 1000)]
-    pub publish_every_ms: u64,
-    /// Also serve /metrics, /healthz, /readyz, the live page and /api over
-    /// HTTP at this address (e.g. 127.0.0.1:9464; port 0 picks one)
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub http: Option<std::net::SocketAddr>,
-    /// Replicated mode: NATS servers of the cluster whose JetStream stream is
-    /// the log of record; the store becomes its mirror (docs/scaling.md)
-    #[arg(
-        long,
-        value_name = "URL[,URL...]",
-        value_delimiter = ',',
-        requires = "stream"
-    )]
-    pub nats: Vec<String>,
-    /// Replicated mode: the fleet (its stream is AGENTLOG_<FLEET>)
-    #[arg(long, alias = "fleet", value_name = "FLEET", requires = "nats")]
-    pub stream: Option<String>,
-    /// Replicated mode: this host's id (message ids, the sweeper lease)
-    /// [default: the hostname]
-    #[arg(long, value_name = "ID", requires = "nats")]
-    pub host_id: Option<String>,
-    /// Replicated mode: seconds the sweeper lease outlives its holder's
-    /// last renewal (another host sweeps after that)
-    #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
-    pub lease_ttl: u64,
-    /// Replicated mode: replicas of the stream when this daemon creates it
-    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=5))]
-    pub replicas: u64,
-}
-
-#[derive(Debug, Args)]
-pub struct Watch {
-    /// First LSN to stream [default: only new events]
-    #[arg(long, value_name = "LSN")]
-    pub from: Option<u64>,
-    /// Only events concerning this agent
-    #[arg(long, value_name = "NAME")]
-    pub agent: Option<String>,
-    /// Only these event kinds (the `kind` of `log --json`; repeatable)
-    #[arg(long, value_name = "KIND")]
-    pub kind: Vec<String>,
-    /// Registry changes (added/updated/removed) instead of events
-    #[arg(long)]
-    pub changes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -313,321 +211,6 @@ pub fn not_in_future(
         ))),
         t => Ok(t),
     }
-}
-
-#[derive(Debug, Args)]
-pub struct Register {
-    pub name: String,
-    /// Provider (claude, codex, gemini, …)
-    #[arg(long)]
-    pub provider: String,
-    /// Working directory of the agent
-    #[arg(long)]
-    pub cwd: String,
-    #[arg(long)]
-    pub pid: Option<u32>,
-    /// Process start time (Linux /proc/<pid>/stat field 22)
-    #[arg(long, value_name = "N")]
-    pub pid_start_time: Option<u64>,
-    #[arg(long)]
-    pub role: Option<String>,
-    /// Parent agent (makes this a child agent)
-    #[arg(long, value_name = "NAME")]
-    pub parent: Option<String>,
-    #[arg(long, value_name = "P")]
-    pub project_root: Option<String>,
-    #[arg(long, value_name = "P")]
-    pub log_path: Option<String>,
-    /// exec or interactive
-    #[arg(long, value_name = "MODE")]
-    pub host_mode: Option<HostMode>,
-    #[arg(long, value_name = "S")]
-    pub short_id: Option<String>,
-    /// The client (editor, IDE) the agent is attached through: NAME[/VERSION]
-    #[arg(long, value_name = "CLIENT", value_parser = client)]
-    pub transport_client: Option<TransportClient>,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-pub struct Heartbeat {
-    pub name: String,
-    /// The sender's pid (must match the registered one)
-    #[arg(long)]
-    pub pid: Option<u32>,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-pub struct SetStatus {
-    pub name: String,
-    /// One of: spawning ready idle busy live restarting orphaned failed exited permanent_dead
-    pub status: Status,
-    /// Why (kept as the status message)
-    #[arg(long, value_name = "TEXT")]
-    pub message: Option<String>,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-pub struct Update {
-    pub name: String,
-    #[arg(long, value_name = "ID")]
-    pub codex_session_id: Option<String>,
-    #[arg(long, value_name = "UUID")]
-    pub claude_session_uuid: Option<String>,
-    #[arg(long, value_name = "ID")]
-    pub claude_short_id: Option<String>,
-    #[arg(long, value_name = "ID")]
-    pub gemini_session_id: Option<String>,
-    #[arg(long, value_name = "ID")]
-    pub mcp_channel_id: Option<String>,
-    /// exec or interactive
-    #[arg(long, value_name = "MODE")]
-    pub host_mode: Option<HostMode>,
-    #[arg(long, value_name = "TIME", value_parser = time)]
-    pub last_message_at: Option<Timestamp>,
-    #[arg(long, value_name = "P")]
-    pub log_path: Option<String>,
-    #[arg(long)]
-    pub pid: Option<u32>,
-    #[arg(long, value_name = "N")]
-    pub pid_start_time: Option<u64>,
-    #[arg(long, value_name = "TIME", value_parser = time)]
-    pub last_reconciled_at: Option<Timestamp>,
-    /// A name for people (shown by list, show and audit; not exported)
-    #[arg(long, value_name = "TEXT")]
-    pub display_name: Option<String>,
-    /// The transport's client reconnected: NAME[/VERSION]
-    #[arg(long, value_name = "CLIENT", value_parser = client)]
-    pub transport_client: Option<TransportClient>,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-pub struct Remove {
-    pub name: String,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-pub struct Post {
-    /// Sender
-    #[arg(long, value_name = "NAME")]
-    pub from: String,
-    /// Recipient [default: broadcast to all]
-    #[arg(long, value_name = "NAME")]
-    pub to: Option<String>,
-    #[arg(long, value_name = "C", default_value = "note")]
-    pub category: String,
-    /// Time to live in hours, 1 ms to 100 years [default: 12]
-    #[arg(long, value_name = "H", value_parser = ttl_hours)]
-    pub ttl_hours: Option<f64>,
-    /// Idempotency key: the same request again returns the first message's id
-    #[arg(long, value_name = "K")]
-    pub request_id: Option<String>,
-    #[arg(long, value_name = "P")]
-    pub project_root: Option<String>,
-    /// low, normal, high or critical
-    #[arg(long, default_value = "normal")]
-    pub priority: Priority,
-    /// public, team or private
-    #[arg(long, default_value = "team")]
-    pub privacy: Privacy,
-    /// The message body
-    pub text: String,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-pub struct Read {
-    pub name: String,
-    #[arg(long, value_name = "P")]
-    pub project_root: Option<String>,
-    /// Show unread messages oldest first up to this many bytes of one-line
-    /// rendering (at least one); the rest stay unread
-    #[arg(long, value_name = "BYTES")]
-    pub budget: Option<usize>,
-    /// Show at most N unread messages; the rest stay unread
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub limit: Option<u64>,
-    /// Block until there is unread mail or SECONDS pass (then exit 0, empty)
-    #[arg(long, value_name = "SECONDS", value_parser = wait_seconds)]
-    pub wait: Option<std::time::Duration>,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-pub struct SessionKey {
-    #[arg(long, value_name = "S")]
-    pub source: String,
-    #[arg(long, value_name = "W")]
-    pub workspace: String,
-    #[arg(long, value_name = "ID")]
-    pub session_id: String,
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Sessions {
-    /// Open a logical session
-    Open(SessionKey),
-    /// Keep a logical session present
-    Heartbeat(SessionKey),
-    /// Close a logical session
-    Close(SessionKey),
-}
-
-#[derive(Debug, Args)]
-pub struct Sweep {
-    /// The sweep's "now" (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
-    #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
-    pub now: Option<Timestamp>,
-    /// Accept a --now more than 5 minutes after the clock
-    #[arg(long)]
-    pub force_time: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct List {
-    /// Include finished agents
-    #[arg(long)]
-    pub all: bool,
-    /// Only agents of this project (trailing slashes ignored)
-    #[arg(long, value_name = "P")]
-    pub project_root: Option<String>,
-    /// Only agents in this status (finished ones included when asked for)
-    #[arg(long, value_name = "S")]
-    pub status: Option<Status>,
-    /// Only agents of this provider
-    #[arg(long, value_name = "X")]
-    pub provider: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct Show {
-    pub name: String,
-    /// The time unread messages are judged at [default: $AGENTLOG_NOW, else the clock]
-    #[command(flatten)]
-    pub at: At,
-}
-
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("which").required(true).args(["name", "any_transport"])))]
-pub struct Presence {
-    /// The agent to ask about
-    pub name: Option<String>,
-    /// Ask of every transport-attached agent: exit 0 if any is live
-    #[arg(long)]
-    pub any_transport: bool,
-}
-
-#[derive(Debug, Args)]
-#[group(skip)]
-#[command(group(clap::ArgGroup::new("point").required(true).args(["at", "lsn"])))]
-pub struct Replay {
-    /// The registry as of this time (events at or before it)
-    #[arg(long, value_name = "TIME", value_parser = time)]
-    pub at: Option<Timestamp>,
-    /// The registry as of this LSN (inclusive)
-    #[arg(long, value_name = "N")]
-    pub lsn: Option<u64>,
-    /// Also write that registry as schema-v4 registry.json
-    #[arg(long, value_name = "FILE")]
-    pub export: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct Audit {
-    pub name: String,
-    #[arg(long, value_name = "TIME", value_parser = time)]
-    pub since: Option<Timestamp>,
-    #[arg(long, value_name = "TIME", value_parser = time)]
-    pub until: Option<Timestamp>,
-}
-
-#[derive(Debug, Args)]
-pub struct LogCmd {
-    /// First LSN to print
-    #[arg(long, value_name = "LSN", default_value_t = 0)]
-    pub from: u64,
-    /// Keep printing new events as they are appended
-    #[arg(long)]
-    pub follow: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct Repair {
-    /// Copy every valid record, skipping damaged ones (the original is not changed)
-    #[arg(long, required_unless_present = "cut_at_hole", requires = "out")]
-    pub salvage: bool,
-    /// After a power loss: cut the newest segment at a zero hole that valid
-    /// records follow (everything from there is saved to `.broken`), and say
-    /// which LSNs were dropped
-    #[arg(long, conflicts_with = "salvage")]
-    pub cut_at_hole: bool,
-    /// The new store's directory for --salvage (must not exist or be empty)
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct Export {
-    /// Where to write [default: DIR/registry.json]
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
-    /// Refuse (instead of leaving out with a warning) agents a v4 reader cannot read
-    #[arg(long)]
-    pub strict: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct Import {
-    /// A registry.json of schema 1 to 4 (imported as one batch, now)
-    pub file: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct CheckFile {
-    /// The registry.json to check (only read)
-    pub file: PathBuf,
-    /// Also require this schema_version (exports write 4)
-    #[arg(long, value_name = "N")]
-    pub expect_version: Option<u64>,
-}
-
-#[derive(Debug, Args)]
-pub struct Compact {
-    /// Retention's "now" (RFC 3339 UTC) [default: $AGENTLOG_NOW, else the clock]
-    #[arg(long, value_name = "TIME", value_parser = time, env = "AGENTLOG_NOW")]
-    pub now: Option<Timestamp>,
-    /// Report what would be dropped; change nothing
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Accept a --now later than both the clock and the log's last event
-    #[arg(long)]
-    pub force_now: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct Demo {
-    /// Agent names in the simulated fleet (each may live several lives)
-    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::ops::demo::MAX_AGENTS)))]
-    pub agents: u32,
-    /// Simulated hours of fleet activity (at most 30 days)
-    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::ops::demo::MAX_HOURS)))]
-    pub hours: u32,
-    /// Seed of the simulation (same seed, same history)
-    #[arg(long, default_value_t = 42)]
-    pub seed: u64,
 }
 
 fn mix(s: &str) -> Result<agentlog::bench::heartbeats::Mix, String> {
@@ -944,7 +527,7 @@ mod tests {
         let c = Cli::try_parse_from(["agentlog", "replay", "--lsn", "3"]).unwrap();
         assert!(matches!(
             c.command,
-            Command::Replay(Replay { lsn: Some(3), .. })
+            Command::Replay(cmd::replay::Replay { lsn: Some(3), .. })
         ));
     }
 }

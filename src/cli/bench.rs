@@ -4,9 +4,8 @@
 //! only formats.
 
 use super::args;
-use super::commands::W;
-use super::output::{self, Ui};
-use super::reports::human_bytes;
+use super::output::human_bytes;
+use super::output::{self, Ui, W};
 use super::Usage;
 use agentlog::bench::heartbeats::{run_heartbeats, HeartbeatBenchConfig, HeartbeatReport};
 use agentlog::bench::machine::MachineInfo;

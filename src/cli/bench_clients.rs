@@ -4,8 +4,7 @@
 //! and the echo server, and prints the phases (text or `--json`).
 
 use super::args;
-use super::commands::W;
-use super::output::{self, Ui};
+use super::output::{self, Ui, W};
 use agentlog::bench::clients::{run_clients, ClientsConfig, ClientsReport, PhaseReport, Via};
 use agentlog::bench::BenchError;
 use anyhow::{Context, Result};

@@ -4,8 +4,7 @@
 //! issue 13's targets were met (text or `--json`).
 
 use super::args;
-use super::commands::W;
-use super::output::{self, Ui};
+use super::output::{self, Ui, W};
 use agentlog::bench::cluster::{
     run_cluster, ClusterConfig, ClusterPhase, ClusterReport, SystemReport, TARGET_DURABLE_VS_ETCD,
     TARGET_HEARTBEATS_PER_S, TARGET_VISIBILITY_P99_MS,

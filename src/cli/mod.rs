@@ -1,20 +1,18 @@
 //! The `agentlog` command line: parse (clap), call one library function per
-//! subcommand, print (table or `--json`), and map the outcome to an exit code:
+//! subcommand (each in its file under `cmd/`), print (table or `--json`),
+//! and map the outcome to an exit code:
 //! 0 success, 1 a refused command or damage found, 2 usage. Every error is one
 //! line on stderr, `agentlog: <what was wrong>`; bad input never panics.
 
-mod agents;
 pub mod args;
 mod bench;
 mod bench_clients;
 mod bench_cluster;
-mod check;
-mod commands;
-mod demo;
+mod cmd;
+mod open;
 pub mod output;
 mod remote;
-mod reports;
-mod view;
+mod render;
 
 use args::Cli;
 use clap::error::ErrorKind;
@@ -33,7 +31,7 @@ pub fn main() -> ExitCode {
         Err(e) => return clap_error(e),
     };
     init_tracing();
-    match commands::run(cli) {
+    match cmd::run(cli) {
         Ok(code) => code,
         Err(e) => report(&e),
     }

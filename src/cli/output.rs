@@ -270,3 +270,80 @@ mod tests {
         assert_eq!(clip("abc", 4), "abc");
     }
 }
+
+/// Where a command prints: stdout, or a daemon's reply buffer.
+pub type W<'a> = dyn Write + 'a;
+
+/// Draws library progress on an indicatif bar (when the UI allows one).
+pub struct Bar(Option<ProgressBar>);
+
+impl Bar {
+    pub fn new(ui: &Ui, what: &str) -> Bar {
+        Bar(ui.progress(0, what))
+    }
+}
+
+impl crate::ops::Progress for Bar {
+    fn start(&mut self, total: u64) {
+        if let Some(b) = &self.0 {
+            b.set_length(total);
+        }
+    }
+    fn advance(&mut self, pos: u64) {
+        if let Some(b) = &self.0 {
+            b.set_position(pos);
+        }
+    }
+    fn finish(&mut self) {
+        if let Some(b) = self.0.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+thread_local! {
+    /// Error lines of a command run inside the daemon, for its reply.
+    static ERROR_LINES: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Prints `agentlog: <msg>` on stderr (the client's, when run by a daemon)
+/// for an outcome reported with an exit code rather than an error.
+pub fn error_line(msg: &str) {
+    let line = format!("agentlog: {msg}\n");
+    let kept = ERROR_LINES.with(|e| match e.borrow_mut().as_mut() {
+        Some(buf) => {
+            buf.push_str(&line);
+            true
+        }
+        None => false,
+    });
+    if !kept {
+        eprint!("{line}");
+    }
+}
+
+/// Runs `f` collecting what [`error_line`] prints; returns both.
+pub fn capturing_errors<R>(f: impl FnOnce() -> R) -> (R, String) {
+    ERROR_LINES.with(|e| *e.borrow_mut() = Some(String::new()));
+    let r = f();
+    let lines = ERROR_LINES
+        .with(|e| e.borrow_mut().take())
+        .unwrap_or_default();
+    (r, lines)
+}
+
+/// `n` bytes for people: B, KiB, MiB or GiB with one decimal.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

@@ -1,5 +1,6 @@
-//! The CLI and the daemon: `serve`, `watch`, the client side of every store
-//! command, and the [`Dispatch`] that runs a command inside the daemon.
+//! The CLI and the daemon: the client side of every store command, the
+//! [`Dispatch`] that runs a command inside the daemon (served by
+//! `cmd::serve`), and the watch stream `watch` and `log --follow` print.
 //!
 //! A command goes through the daemon when the store's socket answers and is
 //! run directly otherwise (`--no-daemon` forces direct). Both ways run the
@@ -11,27 +12,24 @@
 //! connected: a busy daemon is waited for, not bypassed.
 
 use super::args::{self, Cli, Command};
-use super::commands::{self, run_command, serving};
+use super::cmd::{self, run_command};
+use super::open::serving;
 use super::output::{self, Ui};
-use super::{view, Usage};
-use crate::ops;
-use agentlog::cluster::{ClusterOptions, FleetSubjects};
+use super::{render, Usage};
 use agentlog::daemon::client::{Client, ClientError, WatchItem};
-use agentlog::daemon::{code, server, Dispatch, ErrorReply, Outcome, ReplicaOptions, ServeOptions};
+use agentlog::daemon::{code, Dispatch, ErrorReply, Outcome};
 use agentlog::model::Agent;
 use agentlog::registry::codec::Origin;
 use agentlog::registry::{tag, Event, Lsn};
-use agentlog::store::{Store, StoreOptions};
+use agentlog::store::Store;
 use anyhow::{Context, Result};
 use clap::parser::ValueSource;
 use clap::{ArgAction, CommandFactory, FromArgMatches};
 use serde_json::{json, Map, Value};
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Global flags that are not a command's parameters.
 const GLOBALS: [&str; 4] = ["dir", "json", "no_daemon", "lock_timeout"];
@@ -79,8 +77,8 @@ pub(super) fn try_daemon(
     no_daemon: bool,
 ) -> Result<Option<ExitCode>> {
     match command {
-        Command::Serve(a) => return serve(dir, a).map(Some),
-        Command::Watch(a) => return watch(ui, dir, a).map(Some),
+        Command::Serve(a) => return cmd::serve::run(dir, a).map(Some),
+        Command::Watch(a) => return cmd::watch::run(ui, dir, a).map(Some),
         Command::Init(_) | Command::Repair(_) | Command::Demo(_) | Command::Bench(_) => {
             return Ok(None)
         }
@@ -241,7 +239,7 @@ fn argv_of(
     Ok(argv)
 }
 
-fn scalar(v: &Value) -> String {
+pub(super) fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -249,7 +247,7 @@ fn scalar(v: &Value) -> String {
 }
 
 /// The daemon side: CLI commands against the served store.
-struct CliDispatch {
+pub(super) struct CliDispatch {
     dir: PathBuf,
     /// The CLI grammar, built once: building it costs more than running a
     /// small command, and every request is parsed with it.
@@ -257,7 +255,7 @@ struct CliDispatch {
 }
 
 impl CliDispatch {
-    fn new(dir: &Path) -> CliDispatch {
+    pub(super) fn new(dir: &Path) -> CliDispatch {
         let mut grammar = Cli::command();
         grammar.build(); // assigns positional indices
         CliDispatch {
@@ -307,7 +305,7 @@ impl Dispatch for CliDispatch {
             ),
         };
         let mut buf = Vec::new();
-        let (ran, stderr) = commands::capturing_errors(|| {
+        let (ran, stderr) = output::capturing_errors(|| {
             args::with_client_clock(client_clock, || {
                 serving(store.clone(), || {
                     run_command(&mut buf, &ui, self.dir.clone(), cli.command)
@@ -316,7 +314,7 @@ impl Dispatch for CliDispatch {
         });
         let code = match ran {
             Ok(code) => code,
-            Err(e) if e.downcast_ref::<super::agents::MailTaken>().is_some() => {
+            Err(e) if e.downcast_ref::<cmd::read::MailTaken>().is_some() => {
                 return Err(ErrorReply::new(code::MAIL_TAKEN, e.to_string(), 1))
             }
             Err(e) => {
@@ -344,7 +342,7 @@ impl Dispatch for CliDispatch {
     }
 
     fn agent_json(&self, agent: &Agent) -> Value {
-        view::agent(agent)
+        render::agent(agent)
     }
 }
 
@@ -358,7 +356,7 @@ fn get(store: &Store, params: &Map<String, Value>) -> Outcome {
         }
     };
     store
-        .with_state(|s, _| s.agent(name).map(view::agent))
+        .with_state(|s, _| s.agent(name).map(render::agent))
         .map(|row| (row, 0))
         .ok_or_else(|| {
             let msg = format!("agent `{name}` is not registered");
@@ -369,10 +367,10 @@ fn get(store: &Store, params: &Map<String, Value>) -> Outcome {
 /// An event as `log --json` prints it, plus its one-line description (what
 /// `log` prints) and, when recorded, who asked for it.
 fn event_doc(lsn: Lsn, ev: &Event, origin: Option<Origin>) -> Value {
-    let d = ops::describe::describe(&ev.kind, lsn, None);
+    let d = crate::ops::describe::describe(&ev.kind, lsn, None);
     let mut doc = json!({
         "lsn": lsn,
-        "at": view::time(ev.at),
+        "at": render::time(ev.at),
         "kind": tag::name(ev.kind.tag()),
         "event": ev.kind,
         "what": d.what,
@@ -384,98 +382,8 @@ fn event_doc(lsn: Lsn, ev: &Event, origin: Option<Origin>) -> Value {
     doc
 }
 
-/// `agentlog serve`.
-fn serve(dir: &Path, a: &args::Serve) -> Result<ExitCode> {
-    // Request times come from the clients (`--at`, their AGENTLOG_NOW), never
-    // from the daemon's environment. Done before any thread starts.
-    std::env::remove_var("AGENTLOG_NOW");
-    let opts = StoreOptions {
-        export_path: Some(agentlog::layout::StoreLayout::new(dir).registry_json()),
-        ..StoreOptions::default()
-    };
-    let store = ops::open_store_with(dir, false, opts)
-        .with_context(|| format!("cannot serve {}", dir.display()))?;
-    let replica = replica_options(dir, a)?;
-    let group = std::fs::metadata(dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .permissions()
-        .mode()
-        & 0o070
-        != 0;
-    let secs = |s: u64| (s > 0).then(|| Duration::from_secs(s));
-    let sopts = ServeOptions {
-        max_line: a.max_line,
-        max_connections: a.max_connections,
-        idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
-        watch_buffer: a.watch_buffer,
-        sweep_every: secs(a.sweep_every),
-        publish_every: (a.publish_every_ms > 0).then(|| Duration::from_millis(a.publish_every_ms)),
-        allow_uids: a.allow_uid.clone(),
-        allow_gids: a.allow_gid.clone(),
-        socket_mode: if group { 0o660 } else { 0o600 },
-        http: a.http,
-        replica,
-        ..ServeOptions::default()
-    };
-    let dispatch = Arc::new(CliDispatch::new(dir));
-    server::serve(store, dispatch, sopts, |path, http, replica| {
-        println!(
-            "agentlog serve: listening on {} (pid {})",
-            path.display(),
-            std::process::id()
-        );
-        if let Some(addr) = http {
-            println!("agentlog serve: http://{addr}/ (metrics at /metrics)");
-        }
-        if let Some(r) = replica {
-            println!(
-                "agentlog serve: replica of fleet `{}` (stream {}) as host `{}`: local log at \
-                 sequence {}, {} events folded on open; mirroring from sequence {}",
-                scalar(&r["fleet"]),
-                scalar(&r["stream"]),
-                scalar(&r["host"]),
-                r["resumed_at"],
-                r["open"],
-                r["resumed_at"].as_u64().unwrap_or(0) + 1
-            );
-        }
-        let _ = std::io::stdout().flush();
-    })?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `serve --nats`: how to join the cluster; a replica's store is refused
-/// without it (its writes go through the stream only).
-fn replica_options(dir: &Path, a: &args::Serve) -> Result<Option<ReplicaOptions>> {
-    let Some(fleet) = &a.stream else {
-        if let Some(fleet) = agentlog::store::replica_of(dir)? {
-            return Err(Usage(format!(
-                "{} is a replica of fleet `{fleet}`: serve it with --nats URLS --stream {fleet}",
-                dir.display()
-            ))
-            .into());
-        }
-        return Ok(None);
-    };
-    FleetSubjects::new(fleet).map_err(|e| Usage(format!("--stream: {e}")))?;
-    let host_id = match &a.host_id {
-        Some(h) => h.clone(),
-        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .ok()
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| Usage("cannot read the hostname: pass --host-id ID".into()))?,
-    };
-    let mut cluster = ClusterOptions::new(a.nats.clone(), fleet, &host_id);
-    cluster.replicas = a.replicas as usize;
-    Ok(Some(ReplicaOptions {
-        cluster,
-        lease_ttl: Duration::from_secs(a.lease_ttl),
-    }))
-}
-
 /// Connects to the daemon of `dir` for a command that needs one.
-fn need_daemon(dir: &Path, what: &str) -> Result<Client> {
+pub(super) fn need_daemon(dir: &Path, what: &str) -> Result<Client> {
     match Client::connect(dir) {
         Ok(c) => Ok(c),
         Err(ClientError::NoDaemon(_)) => Err(anyhow::anyhow!(
@@ -483,29 +391,6 @@ fn need_daemon(dir: &Path, what: &str) -> Result<Client> {
             dir.display()
         )),
         Err(e) => Err(e.into()),
-    }
-}
-
-/// `agentlog watch`: prints the stream; after `lagged`, resumes where it
-/// left off on a new connection, so nothing is missed or repeated.
-fn watch(ui: &Ui, dir: &Path, a: &args::Watch) -> Result<ExitCode> {
-    let mut from = a.from;
-    loop {
-        let client = need_daemon(dir, "watch")?;
-        let mut params = json!({"changes": a.changes});
-        if let Some(f) = from {
-            params["from"] = json!(f);
-        }
-        if let Some(ag) = &a.agent {
-            params["agent"] = json!(ag);
-        }
-        if !a.kind.is_empty() {
-            params["kinds"] = json!(a.kind);
-        }
-        match stream(ui, client, params, false)? {
-            Some(resume) => from = Some(resume),
-            None => return Ok(ExitCode::SUCCESS),
-        }
     }
 }
 
@@ -528,7 +413,7 @@ fn follow(ui: &Ui, dir: &Path, client: Client, from: u64) -> Result<ExitCode> {
 
 /// Prints a watch stream; returns the LSN to resume from after `lagged`, or
 /// `None` when the daemon ended it. `as_log` prints events as `log` does.
-fn stream(ui: &Ui, client: Client, params: Value, as_log: bool) -> Result<Option<u64>> {
+pub(super) fn stream(ui: &Ui, client: Client, params: Value, as_log: bool) -> Result<Option<u64>> {
     let mut out = std::io::stdout().lock();
     for item in client.watch(params)? {
         match item? {
@@ -545,7 +430,7 @@ fn stream(ui: &Ui, client: Client, params: Value, as_log: bool) -> Result<Option
                     (_, Err(err)) => Err(err.to_string()),
                     (None, _) => Err("event without a valid time".to_string()),
                 };
-                commands::log_entry(
+                cmd::log::log_entry(
                     &mut out,
                     ui,
                     lsn,

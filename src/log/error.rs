@@ -1,7 +1,7 @@
 //! The log engine's error, [`LogError`]. Every variant names what went wrong
 //! and where (file, offset, LSN) so a caller can act on it without guessing.
-//! The layers above keep their own error enums (`StoreError`, `OpsError`,
-//! ...) and wrap this one via `#[from]`.
+//! The layers above wrap it via `#[from]` (the store's `StoreError`; the
+//! binary's `OpsError` only through `StoreError`, never twice).
 
 use std::path::PathBuf;
 

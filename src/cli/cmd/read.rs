@@ -1,28 +1,56 @@
-//! Reading mail and the seeds' other agent questions on the command line:
-//! `read` (plain, paged by `--budget`/`--limit`, waiting with `--wait`, one
-//! code path), `show`, and `presence`. A read delivers first and
+//! `agentlog read`: an agent's unread mail (plain, paged by
+//! `--budget`/`--limit`, waiting with `--wait`, one code path). A read delivers first and
 //! acknowledges after: the page is printed and stdout flushed before its
 //! read receipt is appended, so only what reached the caller counts as read.
-//! A direct wait follows the log read-only (no writer lock, see `ops::inbox`)
+//! A direct wait follows the log read-only (no writer lock, see `ReadOnlyStore::wait_for_unread`)
 //! and opens the store for writing only once there is mail or the time is
 //! up. Inside the daemon the connection has already waited on the watch
 //! (`daemon::watch::read_when_mail`); `--wait` then carries the time left,
 //! and an empty page with time left means another reader took the mail
 //! first ([`MailTaken`]: the daemon waits again).
 
-use super::args;
-use super::commands::{served_store, with_store, W};
-use super::output::{self, Ui};
-use super::view;
+use crate::cli::args::At;
+use crate::cli::open::{served_store, with_store};
+use crate::cli::output::{self, Ui, W};
+use crate::cli::render;
 use crate::ops::inbox;
 use agentlog::registry::queries::{render_line, PageLimits, UnreadPage};
-use agentlog::registry::{Message, ProcProbe};
+use agentlog::registry::Message;
 use agentlog::time::Timestamp;
 use anyhow::{Context, Result};
-use serde_json::json;
+use clap::Args;
+use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
+
+/// Parses a wait in seconds: finite, not negative.
+fn wait_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(v)
+        .map_err(|_| format!("`{s}` must be a finite, non-negative number of seconds"))
+}
+
+#[derive(Debug, Args)]
+pub struct Read {
+    pub name: String,
+    #[arg(long, value_name = "P")]
+    pub project_root: Option<String>,
+    /// Show unread messages oldest first up to this many bytes of one-line
+    /// rendering (at least one); the rest stay unread
+    #[arg(long, value_name = "BYTES")]
+    pub budget: Option<usize>,
+    /// Show at most N unread messages; the rest stay unread
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub limit: Option<u64>,
+    /// Block until there is unread mail or SECONDS pass (then exit 0, empty)
+    #[arg(long, value_name = "SECONDS", value_parser = wait_seconds)]
+    pub wait: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub at: At,
+}
 
 /// A daemon's waiting read found no mail although it was woken for some and
 /// time is left: another reader took it first. Never shown to a user: the
@@ -32,7 +60,7 @@ use std::time::Instant;
 pub struct MailTaken;
 
 /// `read NAME [--budget BYTES] [--limit N] [--wait SECONDS]`.
-pub fn read(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Read) -> Result<ExitCode> {
+pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Read) -> Result<ExitCode> {
     let limits = PageLimits {
         budget: a.budget,
         limit: a.limit.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
@@ -112,7 +140,7 @@ impl Shown<'_> {
     fn print(&self, w: &mut W, ui: &Ui) -> std::io::Result<()> {
         let name = output::escaped(self.name);
         if ui.json {
-            let m: Vec<_> = self.page.messages.iter().map(view::message).collect();
+            let m: Vec<_> = self.page.messages.iter().map(message).collect();
             let d: Vec<_> = self
                 .dropped
                 .iter()
@@ -180,60 +208,19 @@ fn table(w: &mut W, msgs: &[Message]) -> std::io::Result<()> {
     )
 }
 
-/// `show NAME`: exit 1 "not found" for an unknown name.
-pub fn show(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Show) -> Result<ExitCode> {
-    let now = a.at.at.unwrap_or_else(Timestamp::now);
-    let s = inbox::show(&dir, &a.name, now)?;
-    let ag = &s.agent;
-    if ui.json {
-        let mut doc = view::agent(ag);
-        doc["unread"] = json!(s.unread);
-        doc["sent"] = json!(s.sent);
-        output::json(w, &doc)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let doc = view::agent(ag);
-    let Some(fields) = doc.as_object() else {
-        unreachable!("view::agent builds an object")
-    };
-    let width = fields.keys().map(String::len).max().unwrap_or(0);
-    for (k, v) in fields {
-        let text = match v {
-            serde_json::Value::Null => "-".to_string(),
-            serde_json::Value::String(s) if s.is_empty() => "-".to_string(),
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        writeln!(w, "{k:<width$}  {text}")?;
-    }
-    writeln!(w, "{:<width$}  {}", "unread", s.unread)?;
-    writeln!(w, "{:<width$}  {}", "sent", s.sent)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `presence NAME` / `presence --any-transport`: exit 0 live, 1 not.
-pub fn presence(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Presence) -> Result<ExitCode> {
-    let answers = match &a.name {
-        Some(name) => vec![(name.clone(), inbox::agent_presence(&dir, name, &ProcProbe)?)],
-        None => inbox::transport_presence(&dir, &ProcProbe)?,
-    };
-    let live = answers.iter().any(|(_, p)| p.is_live());
-    if ui.json {
-        let agents: Vec<_> = answers
-            .iter()
-            .map(|(n, p)| json!({"agent": n, "live": p.is_live(), "presence": p.to_string()}))
-            .collect();
-        output::json(w, &json!({"live": live, "agents": agents}))?;
-    } else if answers.is_empty() {
-        writeln!(w, "no transport-attached agents")?;
-    } else {
-        for (n, p) in &answers {
-            writeln!(w, "`{n}`: {p}")?;
-        }
-    }
-    Ok(if live {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+/// A message as `read --json` prints it.
+fn message(m: &Message) -> Value {
+    json!({
+        "id": m.id,
+        "posted_at": render::time(m.posted_at),
+        "from": m.from,
+        "to": m.to,
+        "category": m.category,
+        "body": m.body,
+        "priority": m.priority.as_str(),
+        "privacy": m.privacy.as_str(),
+        "project_root": m.project_root,
+        "expires_at": render::time(m.expires_at),
+        "request_id": m.request_id,
     })
 }

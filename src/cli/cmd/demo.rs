@@ -3,12 +3,14 @@
 //! where the files are, and the schema-v4 readers' contract's verdict
 //! (`agentlog check`) on the exported `registry.json`.
 
-use super::commands::W;
-use super::output::{self, Ui};
-use super::reports::{print_compaction, print_stats};
-use super::{args, view};
+use super::audit::audit_line;
+use super::compact::print_compaction;
+use super::stats::print_stats;
+use crate::cli::output::{self, Ui, W};
+use crate::cli::render;
 use crate::ops::demo::{demo, DemoOptions, DemoReport};
 use anyhow::{Context, Result};
+use clap::Args;
 use serde_json::json;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +21,20 @@ use std::process::ExitCode;
 const SHOWN_ROWS: usize = 15;
 const SHOWN_AUDIT: usize = 30;
 
-pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct Demo {
+    /// Agent names in the simulated fleet (each may live several lives)
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::ops::demo::MAX_AGENTS)))]
+    pub agents: u32,
+    /// Simulated hours of fleet activity (at most 30 days)
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::ops::demo::MAX_HOURS)))]
+    pub hours: u32,
+    /// Seed of the simulation (same seed, same history)
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+pub fn run(ui: &Ui, dir: Option<PathBuf>, a: Demo) -> Result<ExitCode> {
     let dir = match dir {
         Some(d) => d,
         // Private like every store `init` makes (0700), so opening it warns of nothing.
@@ -43,7 +58,7 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, a: args::Demo) -> Result<ExitCode> {
     }
     let rep = rep?;
     let check = conformance(&rep.export_path)?;
-    let mut out = super::output::Out::new(std::io::stdout().lock(), false);
+    let mut out = output::Out::new(std::io::stdout().lock(), false);
     if ui.json {
         print_json(&mut out, &rep, &check)?;
     } else {
@@ -91,12 +106,12 @@ fn print_json(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
         Check::Rejected(d) => ("rejected", d.clone()),
     };
     let mut compaction = serde_json::to_value(&rep.compaction)?;
-    compaction["now"] = view::time(rep.compaction.now);
+    compaction["now"] = render::time(rep.compaction.now);
     output::json(
         w,
         &json!({
             "dir": rep.dir,
-            "simulated": {"from": view::time(rep.start), "to": view::time(rep.end)},
+            "simulated": {"from": render::time(rep.start), "to": render::time(rep.end)},
             "fleet": {
                 "registrations": c.registrations, "heartbeats": c.heartbeats,
                 "status_changes": c.status_changes, "posts": c.posts, "reads": c.reads,
@@ -110,9 +125,9 @@ fn print_json(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
             "stats": {"events": rep.stats.events, "agents": rep.stats.agents,
                       "messages": rep.stats.messages, "segments": rep.stats.segments,
                       "used_bytes": rep.stats.used_bytes},
-            "registry": rep.registry.iter().map(view::agent).collect::<Vec<_>>(),
+            "registry": rep.registry.iter().map(render::agent).collect::<Vec<_>>(),
             "featured": rep.featured,
-            "audit": rep.audit.iter().map(view::audit_line).collect::<Vec<_>>(),
+            "audit": rep.audit.iter().map(audit_line).collect::<Vec<_>>(),
             "elapsed_ms": rep.elapsed_ms,
         }),
     )?;
@@ -141,7 +156,7 @@ fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
         w,
         "== snapshot: lsn {} ({})",
         rep.snapshot.lsn,
-        super::reports::human_bytes(rep.snapshot.len)
+        output::human_bytes(rep.snapshot.len)
     )?;
     writeln!(
         w,
@@ -168,9 +183,9 @@ fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
         .registry
         .iter()
         .take(SHOWN_ROWS)
-        .map(view::agent_row)
+        .map(render::agent_row)
         .collect();
-    output::table(w, &view::AGENT_HEADERS, &rows)?;
+    output::table(w, &render::AGENT_HEADERS, &rows)?;
     if rep.registry.len() > SHOWN_ROWS {
         writeln!(
             w,

@@ -1,9 +1,9 @@
-//! JSON and table views of library values: times as RFC 3339 text (the
-//! library keeps milliseconds), absent values as `null`.
+//! How library values print, shared by several commands and the daemon:
+//! an agent as a JSON row and as a table row, times as RFC 3339 text (the
+//! library keeps milliseconds), absent values as `null`. A value only one
+//! command prints is rendered in that command's file.
 
-use crate::ops::audit::AuditLine;
 use agentlog::model::Agent;
-use agentlog::registry::{Lsn, Message};
 use agentlog::time::Timestamp;
 use serde_json::{json, Value};
 
@@ -15,7 +15,8 @@ pub fn opt_time(t: Option<Timestamp>) -> Value {
     t.map_or(Value::Null, time)
 }
 
-/// Every field of an agent row, for `list --json` and `replay --json`.
+/// Every field of an agent row, for `list --json`, `replay --json`, `show`
+/// and the daemon's `get`.
 pub fn agent(a: &Agent) -> Value {
     json!({
         "name": a.name,
@@ -75,43 +76,4 @@ pub fn agent_row(a: &Agent) -> Vec<String> {
         super::output::or_dash(a.pid),
         super::output::clip(a.status_message.as_deref().unwrap_or(""), 60),
     ]
-}
-
-pub fn audit_line(l: &AuditLine) -> Value {
-    let mut v = json!({
-        "at": time(l.at),
-        "lsn": l.lsn,
-        "kind": l.kind,
-        "what": l.what,
-        "why": l.why,
-    });
-    if let Some(run) = &l.run {
-        v["count"] = json!(run.count);
-        v["last_at"] = time(run.last_at);
-        v["last_lsn"] = json!(run.last_lsn);
-    }
-    if let Some(o) = l.origin {
-        v["origin"] = json!(o);
-    }
-    v
-}
-
-pub fn message(m: &Message) -> Value {
-    json!({
-        "id": m.id,
-        "posted_at": time(m.posted_at),
-        "from": m.from,
-        "to": m.to,
-        "category": m.category,
-        "body": m.body,
-        "priority": m.priority.as_str(),
-        "privacy": m.privacy.as_str(),
-        "project_root": m.project_root,
-        "expires_at": time(m.expires_at),
-        "request_id": m.request_id,
-    })
-}
-
-pub fn lsn_at(p: Option<(Lsn, Timestamp)>) -> Value {
-    p.map_or(Value::Null, |(lsn, at)| json!({"lsn": lsn, "at": time(at)}))
 }

@@ -2,14 +2,24 @@
 //! run on a file. Exit 0 when every existing reader accepts it, 1 with one
 //! line per problem (row, name, key) when one would not. Needs no store.
 
-use super::args;
-use super::output::{self, Ui};
+use crate::cli::output::{self, Ui};
 use anyhow::{Context, Result};
+use clap::Args;
 use serde_json::json;
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-pub fn run(ui: &Ui, a: args::CheckFile) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct CheckFile {
+    /// The registry.json to check (only read)
+    pub file: PathBuf,
+    /// Also require this schema_version (exports write 4)
+    #[arg(long, value_name = "N")]
+    pub expect_version: Option<u64>,
+}
+
+pub fn run(ui: &Ui, a: CheckFile) -> Result<ExitCode> {
     let problems = agentlog::check::check_file(&a.file, a.expect_version)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     let mut out = std::io::stdout().lock();
