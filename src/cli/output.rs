@@ -1,7 +1,10 @@
-//! Output formatting: aligned text tables for people, one JSON document (or
-//! JSON lines for streams) with `--json`, and progress bars that appear only
-//! when stderr is a terminal and `--json` is off, so piped output and
-//! machine-readable output stay clean.
+//! Output formatting shared by the commands: aligned text tables for
+//! people, one JSON document (or JSON lines for streams) with `--json`,
+//! progress bars (and the [`Bar`] that draws the library's progress) that
+//! appear only when stderr is a terminal and `--json` is off, so piped and
+//! machine-readable output stay clean, and the `agentlog: ...` lines of an
+//! outcome reported by exit code (kept for the daemon's reply when it runs
+//! the command).
 //!
 //! Every text a person reads goes through [`escaped`] (table cells do so
 //! here), so data from the log (a status message, a message body, an imported
@@ -346,4 +349,9 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
+}
+
+/// `lsn N`, or `lsn unknown` where damage hides it.
+pub fn lsn_or_unknown(lsn: Option<u64>) -> String {
+    lsn.map_or_else(|| "lsn unknown".to_string(), |l| format!("lsn {l}"))
 }

@@ -194,7 +194,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         .map_err(|e| OpsError::io(dir, e))?;
     let store = Store::open(dir, store_opts)?;
     let (counts, end, featured) = simulate(&store, opts)?;
-    let snapshot = super::snapshot(&store)?;
+    let snapshot = store.snapshot()?;
     store.close()?;
     let (export_path, export) = super::export(dir, None, false, &mut ())?;
     // The audit before compaction shows every heartbeat run whole.

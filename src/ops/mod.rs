@@ -1,9 +1,12 @@
-//! Operations behind the command line, one library function per subcommand
-//! where the store modules do not already offer exactly one: opening a store
-//! from its newest snapshot, snapshot, import, replay to a point, the raw
-//! event dump (and its follow mode), verify (checksums plus event decoding),
-//! audit with heartbeat runs collapsed, stats, the demo, and (in `inbox`)
-//! waiting for mail by following the tail, describing one agent, presence.
+//! Operations behind the command line, on the binary's side (the library
+//! does not export them): one function per subcommand where the library does
+//! not already offer exactly one call. Opening a store for one command,
+//! `init`, `export`, replay to a point, the raw event dump (and its follow
+//! mode), verify (checksums plus event decoding), salvage and cut-at-hole
+//! repairs, compaction with its guard against a far-future `--now`, audit
+//! with heartbeat runs collapsed, stats, the demo, and (in `inbox`) waiting
+//! for mail, describing one agent, presence. Errors are [`OpsError`]: what
+//! only the command line knows, or the library's error wrapped once.
 //!
 //! The store directory's files are named by `agentlog::layout`. Invariants:
 //! read-only operations (`current`, `replay`, `dump`, `verify`, `audit`,
@@ -70,13 +73,7 @@ macro_rules! through_store {
         }
     )*};
 }
-through_store!(
-    LogError,
-    RegistryError,
-    agentlog::export::ExportError,
-    agentlog::import::ImportError,
-    agentlog::snapshot::SnapshotError
-);
+through_store!(LogError, RegistryError, agentlog::export::ExportError);
 
 impl From<ScanError> for OpsError {
     fn from(e: ScanError) -> Self {
@@ -391,12 +388,6 @@ pub fn init(
     })
 }
 
-/// Writes a snapshot of the store's folded state now; returns its file and
-/// the LSN it covers.
-pub fn snapshot(store: &Store) -> Result<agentlog::snapshot::SnapshotInfo> {
-    Ok(store.snapshot()?)
-}
-
 /// Publishes the registry of the store at `dir` as schema-v4
 /// `registry.json` at `path` (default `DIR/registry.json`) under both
 /// registry locks. Reads the store read-only (no writer lock), so exports
@@ -567,5 +558,55 @@ fn last_event_time(store: &Store) -> Result<Option<Timestamp>> {
             Ok(Some(at))
         }
         None => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The library's errors are wrapped once, as the store's, and read as
+    /// they did when each had a variant of its own.
+    #[test]
+    fn library_errors_are_wrapped_once_through_the_store() {
+        let e = OpsError::from(LogError::InvalidArgument("empty batch".into()));
+        assert!(matches!(e, OpsError::Store(StoreError::Log(_))), "{e:?}");
+        assert_eq!(e.to_string(), "invalid argument: empty batch");
+        let e = OpsError::from(RegistryError::NotFound {
+            agent: "ghost".into(),
+        });
+        assert!(
+            matches!(e, OpsError::Store(StoreError::Registry(_))),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            RegistryError::NotFound {
+                agent: "ghost".into()
+            }
+            .to_string()
+        );
+        let scan = ScanError::Log(LogError::FsyncFailed {
+            detail: "EIO".into(),
+        });
+        assert!(matches!(
+            OpsError::from(scan),
+            OpsError::Store(StoreError::Log(LogError::FsyncFailed { .. }))
+        ));
+    }
+
+    #[test]
+    fn a_missing_store_says_how_to_make_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let e = require_store(&missing).unwrap_err();
+        assert!(matches!(e, OpsError::NoStore(_)), "{e:?}");
+        assert!(e.to_string().contains("init` first"), "{e}");
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(matches!(
+            require_store(&file).unwrap_err(),
+            OpsError::NotADirectory(_)
+        ));
     }
 }

@@ -1,13 +1,14 @@
-//! `agentlog read`: an agent's unread mail (plain, paged by
-//! `--budget`/`--limit`, waiting with `--wait`, one code path). A read delivers first and
-//! acknowledges after: the page is printed and stdout flushed before its
+//! `agentlog read`: an agent's unread mail (plain, paged by `--budget` or
+//! `--limit`, waiting with `--wait`, one code path). A read delivers first
+//! and acknowledges after: the page is printed and stdout flushed before its
 //! read receipt is appended, so only what reached the caller counts as read.
-//! A direct wait follows the log read-only (no writer lock, see `ReadOnlyStore::wait_for_unread`)
-//! and opens the store for writing only once there is mail or the time is
-//! up. Inside the daemon the connection has already waited on the watch
-//! (`daemon::watch::read_when_mail`); `--wait` then carries the time left,
-//! and an empty page with time left means another reader took the mail
-//! first ([`MailTaken`]: the daemon waits again).
+//! A direct wait follows the log read-only (no writer lock, see
+//! `ReadOnlyStore::wait_for_unread`) and opens the store for writing only
+//! once there is mail or the time is up. Inside the daemon the connection
+//! has already waited on the watch (`daemon::watch::read_when_mail`);
+//! `--wait` then carries the time left, and an empty page with time left
+//! means another reader took the mail first ([`MailTaken`]: the daemon
+//! waits again).
 
 use crate::cli::args::At;
 use crate::cli::open::{served_store, with_store};

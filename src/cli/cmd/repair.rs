@@ -55,9 +55,7 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Repair) -> Result<ExitCode> {
             rep.bad.len()
         )?;
         for b in &rep.bad {
-            let lsn = b
-                .lsn
-                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            let lsn = output::lsn_or_unknown(b.lsn);
             writeln!(
                 w,
                 "skipped: segment {}, offset {}, {lsn}: {}",
@@ -84,9 +82,7 @@ fn cut_at_hole(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
             writeln!(w, "nothing to cut")?;
         }
         for c in &rep.cut {
-            let lsn = c
-                .lsn
-                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            let lsn = output::lsn_or_unknown(c.lsn);
             writeln!(
                 w,
                 "cut: segment {}, offset {}, {lsn}, {} byte(s) saved to {}: {}",

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 pub fn run(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
-    let info = with_store(&dir, |s| Ok(crate::ops::snapshot(s)?))?;
+    let info = with_store(&dir, |s| Ok(s.snapshot()?))?;
     if ui.json {
         output::json(
             w,

@@ -53,9 +53,7 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
             log.records, log.segments, log.bytes
         )?;
         for b in &log.bad {
-            let lsn = b
-                .lsn
-                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            let lsn = output::lsn_or_unknown(b.lsn);
             writeln!(
                 w,
                 "damaged: segment {}, offset {}, {lsn}: {}",
@@ -65,9 +63,7 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf) -> Result<ExitCode> {
             )?;
         }
         if let Some(t) = &log.torn_tail {
-            let lsn = t
-                .lsn
-                .map_or("lsn unknown".to_string(), |l| format!("lsn {l}"));
+            let lsn = output::lsn_or_unknown(t.lsn);
             writeln!(
                 w,
                 "torn tail: segment {}, offset {}, {lsn}, {} byte(s): {} (not damage: a crash mid-write; the next writer open cuts it)",
