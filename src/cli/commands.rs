@@ -5,7 +5,7 @@
 use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{reports, view, Usage};
-use agentlog::files::Sharing;
+use agentlog::internals::files::Sharing;
 use agentlog::ops::{self, Flow, Point};
 use agentlog::registry::labels::AgentUpdate;
 use agentlog::registry::queries::AgentFilter;

@@ -3,7 +3,7 @@
 //! One process owns the [`Store`] (and its writer lock) and serves
 //! newline-delimited JSON over a Unix socket in the store directory:
 //! [`server`] binds the socket and runs the periodic duties and the graceful
-//! shutdown, [`conn`] runs one connection's requests in order, [`frame`]
+//! shutdown, `conn` runs one connection's requests in order, `frame`
 //! splits lines under a length limit, [`access`] decides who may write,
 //! [`watch`] streams the log, `durable` shares fsyncs among the hot path's
 //! durable writes, and [`client`] is the blocking client. The
@@ -17,9 +17,9 @@
 
 pub mod access;
 pub mod client;
-pub mod conn;
+pub(crate) mod conn;
 mod durable;
-pub mod frame;
+pub(crate) mod frame;
 mod http;
 mod replica;
 pub mod server;

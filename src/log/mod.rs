@@ -50,7 +50,8 @@ pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
 
 pub use view::{LogIter, LogView, RecordRef};
 
-pub(crate) use mmap::wait_child;
+#[doc(hidden)] // for `crate::internals`
+pub use mmap::{wait_child, ChildUsage};
 pub(crate) use open::list_live;
 
 use record::{encode_header, hasher_for, record_size, CONT, MAX_PAYLOAD, REC_HDR};
