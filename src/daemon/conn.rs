@@ -377,7 +377,7 @@ impl<'a> HotHeartbeat<'a> {
                 Some(lsn)
             }
             Err(e) => {
-                let e = ErrorReply::from_error(&e.into(), false);
+                let e = ErrorReply::from_error(&e, false);
                 let mut doc = serde_json::to_vec(&error_doc(self.id, &e))
                     .expect("a JSON value always serializes");
                 doc.push(b'\n');
@@ -515,7 +515,7 @@ impl FastHeartbeat {
         };
         match out {
             Ok((name, lsn)) => Ok((json!({"agent": name, "lsn": lsn}), 0)),
-            Err(e) => Err(ErrorReply::from_error(&e.into(), false)),
+            Err(e) => Err(ErrorReply::from_error(&e, false)),
         }
     }
 }
@@ -619,7 +619,7 @@ mod tests {
                 json!({"id": id, "result": {"agent": agent, "lsn": lsn}})
             } else {
                 let e = store.heartbeat(agent, None, None).unwrap_err();
-                error_doc(id, &ErrorReply::from_error(&e.into(), false))
+                error_doc(id, &ErrorReply::from_error(&e, false))
             };
             let mut want = serde_json::to_vec(&want).unwrap();
             want.push(b'\n');
