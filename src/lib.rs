@@ -54,11 +54,22 @@
 //!   into a local store.
 //! - [`model`], [`time`]: the agent's fields and timestamps shared by all.
 //!
+//! Private: `snapshot` (checkpoint files), `layout` (the store directory's
+//! file names; [`StoreLayout`] is public), `files` (atomic publish, store
+//! directory permissions), `fslock` and `telemetry` (the daemon's metrics).
 //! Not the library's API, hidden from these docs (public only because the
-//! `agentlog` binary, the benches or the tests are separate crates):
-//! `bench` (the benchmark harness), `ops` (the command line's operations),
-//! `snapshot`, `layout`, `files`, `fslock`, `telemetry`, `fuzzing`, and
-//! `internals` (engine internals the format tests and benches check).
+//! `agentlog` binary, the benches or the tests are separate crates): `ops`
+//! (the command line's operations), `fuzzing` (the fuzz targets' entry
+//! points) and `internals` (engine internals the format tests, the benches
+//! and the binary's benchmark harness use). The benchmark harness itself is
+//! the binary's (`src/bench`, declared by `src/main.rs`).
+//!
+//! Cargo features: `cli` (default) is the binary's, with its command line
+//! and benchmark dependencies (clap, indicatif, tracing-subscriber, anyhow,
+//! ureq); `sqlite-baseline` (default) adds SQLite to `bench clients
+//! --compare`; `fault-injection` adds the log's test hooks
+//! (`LogOptions::faults`), which only the tests turn on. A library user takes
+//! `default-features = false`.
 //!
 //! `unsafe` is denied everywhere but `log::mmap`, which holds the map, the
 //! FIEMAP ioctl and `wait4`, each with its safety argument.
@@ -97,9 +108,14 @@ pub use daemon::client::{Client, ClientError};
 pub use export::{ExportError, ExportOptions, ExportReport};
 pub use import::{ImportError, ParsedRegistry};
 pub use layout::StoreLayout;
+// The errors of private layers that public errors carry
+// (`StoreError::Snapshot`, `ExportError::{Lock, Publish}`, `ImportError::Lock`).
+pub use files::PublishError;
+pub use fslock::LockError;
 pub use log::{Durability, Log, LogError, LogOptions, LogReader, Lsn};
 pub use model::{Agent, Status};
 pub use registry::{Event, EventKind, Registration, RegistryError, State};
+pub use snapshot::SnapshotError;
 pub use store::{ReadOnlyStore, Store, StoreError, StoreOptions};
 pub use time::Timestamp;
 
