@@ -14,13 +14,17 @@
 
 use std::time::Instant;
 
-use agentlog::compact::{compact, fold_view, simulate_steady_fleet, CompactOptions, FleetParams};
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
+
+use agentlog::compact::{compact, fold_view, CompactOptions};
 use agentlog::log::{Durability, Log, LogOptions};
 use agentlog::model::Status;
 use agentlog::registry::codec::{encode_heartbeat_into, encode_into};
 use agentlog::registry::state::DEFAULT_MAX_MESSAGES;
 use agentlog::registry::{Registration, State};
 use agentlog::time::Timestamp;
+use fleet::{simulate_steady_fleet, FleetParams};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)

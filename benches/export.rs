@@ -10,9 +10,9 @@
 //! `cargo bench --bench export`
 
 use agentlog::export::{render_v4, ExportOptions};
+use agentlog::internals::snapshot;
 use agentlog::model::{Agent, HostMode, Status};
 use agentlog::registry::{Event, EventKind, State};
-use agentlog::snapshot;
 use agentlog::time::Timestamp;
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
 use serde::Serialize;

@@ -1,18 +1,24 @@
-//! Runs the library heartbeat harness from `cargo bench` until the CLI's
-//! `agentlog bench heartbeats` exists (it calls the same functions), printing
-//! the report as one JSON object per run.
+//! Runs the binary's heartbeat harness (src/bench, included by path: it is
+//! not library API) from `cargo bench`, with what `agentlog bench heartbeats`
+//! does not offer: the raw-log target and a chosen directory. Prints the
+//! report as one JSON object per run.
 //!
 //! cargo bench --bench heartbeat_harness -- [--agents N] [--seconds S]
 //!     [--writers W] [--durable] [--compare] [--mix S,P] [--dir D]
 //!     [--target store|raw-log] [--scaling AGENTS,.. WRITERS,.. --out DIR]
 
-use agentlog::bench::heartbeats::{run_heartbeats_on, HeartbeatBenchConfig, HeartbeatTarget, Mix};
-use agentlog::bench::scaling::{run_scaling_on, write_outputs};
-use agentlog::bench::targets::{RawLogTarget, StoreTarget};
+// The harness serves the binary (and its unit tests); this bench uses a part.
+#[allow(dead_code, unused_imports)]
+#[path = "../src/bench/mod.rs"]
+mod bench;
+
+use bench::heartbeats::{run_heartbeats_on, HeartbeatBenchConfig, HeartbeatTarget, Mix};
+use bench::raw_log::RawLogTarget;
+use bench::scaling::{run_scaling_on, write_outputs};
+use bench::targets::StoreTarget;
 use std::path::{Path, PathBuf};
 
-type Factory =
-    fn(&Path, &HeartbeatBenchConfig) -> agentlog::bench::Result<Box<dyn HeartbeatTarget>>;
+type Factory = fn(&Path, &HeartbeatBenchConfig) -> bench::Result<Box<dyn HeartbeatTarget>>;
 
 fn list(s: &str) -> Vec<usize> {
     s.split(',')
@@ -73,7 +79,7 @@ fn main() {
             )
             .unwrap_or_else(|e| panic!("{e}"));
             let (csv, svg) = write_outputs(&rows, &out).unwrap_or_else(|e| panic!("{e}"));
-            print!("{}", agentlog::bench::scaling::to_csv(&rows));
+            print!("{}", bench::scaling::to_csv(&rows));
             eprintln!("wrote {} and {}", csv.display(), svg.display());
         }
     }

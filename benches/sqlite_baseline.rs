@@ -16,11 +16,17 @@
 //!
 //! cargo bench --bench sqlite_baseline
 
-use agentlog::bench::baseline::agent_name;
-use agentlog::bench::heartbeats::HeartbeatTarget;
-use agentlog::bench::sqlite::{self, UPDATE};
-use agentlog::bench::targets::{RawLogTarget, StoreTarget};
+// The harness serves the binary (and its unit tests); this bench uses a part.
+#[allow(dead_code, unused_imports)]
+#[path = "../src/bench/mod.rs"]
+mod bench;
+
 use agentlog::time::Timestamp;
+use bench::baseline::agent_name;
+use bench::heartbeats::HeartbeatTarget;
+use bench::raw_log::RawLogTarget;
+use bench::sqlite::{self, UPDATE};
+use bench::targets::StoreTarget;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use rusqlite::{params, Connection};

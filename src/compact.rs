@@ -28,11 +28,6 @@
 //! with the generation it was taken in (`LogStats::generation`); after a
 //! compaction the Store should take a fresh one.
 
-/// The fleet simulation behind `agentlog bench`'s disk-growth figures:
-/// tooling, not the library's API.
-#[doc(hidden)]
-pub mod fleet;
-
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
@@ -45,9 +40,6 @@ use crate::registry::agents::FxBuild;
 use crate::registry::codec::{self, DecodeError};
 use crate::registry::{Event, RetentionPolicy, SessionKey, State};
 use crate::time::Timestamp;
-
-#[doc(hidden)]
-pub use fleet::{simulate_steady_fleet, DiskPoint, FleetParams};
 
 /// What a compaction keeps and whether it writes anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -54,10 +54,22 @@
 //!   into a local store.
 //! - [`model`], [`time`]: the agent's fields and timestamps shared by all.
 //!
+//! Private: `snapshot` (checkpoint files), `layout` (the store directory's
+//! file names; [`StoreLayout`] is public), `files` (atomic publish, store
+//! directory permissions), `fslock` and `telemetry` (the daemon's metrics).
 //! Not the library's API, hidden from these docs (public only because the
 //! `agentlog` binary, the benches or the tests are separate crates):
-//! `bench` (the benchmark harness), `snapshot`, `layout`, `files`, `fslock`, `telemetry`, `fuzzing`, and
-//! `internals` (engine internals the format tests and benches check).
+//! `fuzzing` (the fuzz targets' entry
+//! points) and `internals` (engine internals the format tests, the benches
+//! and the binary's benchmark harness use). The benchmark harness itself is
+//! the binary's (`src/bench`, declared by `src/main.rs`).
+//!
+//! Cargo features: `cli` (default) is the binary's, with its command line
+//! and benchmark dependencies (clap, indicatif, tracing-subscriber, anyhow,
+//! ureq); `sqlite-baseline` (default) adds SQLite to `bench clients
+//! --compare`; `fault-injection` adds the log's test hooks
+//! (`LogOptions::faults`), which only the tests turn on. A library user takes
+//! `default-features = false`.
 //!
 //! `unsafe` is denied everywhere but `log::mmap`, which holds the map, the
 //! FIEMAP ioctl and `wait4`, each with its safety argument.
@@ -78,36 +90,39 @@ pub mod registry;
 pub mod store;
 pub mod time;
 
-// Tooling and internals (see "Layout"): not the library's API.
-#[doc(hidden)]
-pub mod bench;
-#[doc(hidden)]
-pub mod files;
-#[doc(hidden)]
-pub mod fslock;
+mod files;
+mod fslock;
+mod layout;
+mod snapshot;
+mod telemetry;
+
+// Not the library's API (see "Layout").
 /// Entry points for the fuzz targets: not a stable API (see the module).
 #[doc(hidden)]
 pub mod fuzzing;
-#[doc(hidden)]
-pub mod layout;
-#[doc(hidden)]
-pub mod snapshot;
-#[doc(hidden)]
-pub mod telemetry;
 
 pub use cluster::{ClusterError, ClusterNode, ClusterOptions};
 pub use daemon::client::{Client, ClientError};
 pub use export::{ExportError, ExportOptions, ExportReport};
 pub use import::{ImportError, ParsedRegistry};
+pub use layout::StoreLayout;
+// The errors of private layers that public errors carry
+// (`StoreError::Snapshot`, `ExportError::{Lock, Publish}`, `ImportError::Lock`).
+pub use files::PublishError;
+pub use fslock::LockError;
 pub use log::{Durability, Log, LogError, LogOptions, LogReader, Lsn};
 pub use model::{Agent, Status};
 pub use registry::{Event, EventKind, Registration, RegistryError, State};
+pub use snapshot::SnapshotError;
 pub use store::{ReadOnlyStore, Store, StoreError, StoreOptions};
 pub use time::Timestamp;
 
-/// Engine internals for the format tests, the fuzz targets and the benches:
-/// the record and segment encodings, seal footers, and the bare-copy speed
-/// bound. **Not a stable API**; hidden from the docs.
+/// Engine internals for the format tests, the fuzz targets, the benches and
+/// the `agentlog` binary's benchmark harness: the record and segment
+/// encodings, the bare-copy speed bound of an append (it owns a map, whose
+/// `unsafe` lives in the log), seal footers, snapshot files, the store directory's files and
+/// lock, the daemon's wire parsing, and reaping a child with its peak RSS.
+/// **Not a stable API**; hidden from the docs.
 #[doc(hidden)]
 pub mod internals {
     pub use crate::log::bound::CopyBound;
@@ -116,4 +131,30 @@ pub mod internals {
     };
     pub use crate::log::seal::{data_crc, footer_offset, SealFooter, SEAL_FOOTER};
     pub use crate::log::segment::{SegHeader, SEG_HDR};
+    pub use crate::log::{wait_child, ChildUsage};
+
+    /// Snapshot files (`snapshots/*.snap`): FORMAT.md, "Snapshots".
+    pub mod snapshot {
+        pub use crate::snapshot::{
+            file_name, list, load_newest, load_newest_upto, write, Loaded, SkipReason,
+            SnapshotError, SnapshotInfo, FORMAT_VERSION, HEADER_LEN, MAGIC,
+        };
+    }
+
+    /// Creating store directories and files with the store's permissions.
+    pub mod files {
+        pub use crate::files::{create_fresh, create_store_dir, exposure_warning, Sharing};
+    }
+
+    /// The advisory file lock the store and the export publish take.
+    pub mod fslock {
+        pub use crate::fslock::{FileLock, LockError, LockMode};
+    }
+
+    /// The daemon's request-line framing and parsing, for the echo server
+    /// that measures the protocol's own cost (`bench clients --echo`).
+    pub mod wire {
+        pub use crate::daemon::conn::{error_doc, parse, send, HotHeartbeat, Request};
+        pub use crate::daemon::frame::{read_line, Frame};
+    }
 }

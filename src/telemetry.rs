@@ -67,11 +67,6 @@ pub fn enable() {
     });
 }
 
-/// Whether [`enable`] ran.
-pub fn enabled() -> bool {
-    HANDLES.get().is_some()
-}
-
 /// A start time when recording, else `None` (no clock read).
 #[inline]
 pub fn start() -> Option<Instant> {

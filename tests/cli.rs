@@ -9,7 +9,6 @@ mod support;
 
 mod cli {
     mod bench;
-    mod bench_harness;
     mod commands;
     mod dataloss;
     mod demo;

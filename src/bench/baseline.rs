@@ -11,8 +11,8 @@
 
 use super::heartbeats::HeartbeatTarget;
 use super::{BenchError, Result};
-use crate::model::Status;
-use crate::time::Timestamp;
+use agentlog::model::Status;
+use agentlog::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -135,11 +135,6 @@ impl JsonRewriteRegistry {
         let mut reg = JsonRewriteRegistry::new(dir)?;
         reg.names = (0..agents).map(agent_name).collect();
         Ok(reg)
-    }
-
-    /// Path of `registry.json`.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Read-modify-write of the whole file under the exclusive sidecar lock.
@@ -309,7 +304,7 @@ mod tests {
         // Each change wrote the whole file again.
         assert!(reg.bytes_written() >= 4 * first);
         let v: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(reg.path()).unwrap()).unwrap();
+            serde_json::from_slice(&std::fs::read(&reg.path).unwrap()).unwrap();
         assert_eq!(v["schema_version"], 4);
         assert_eq!(v["agents"].as_array().unwrap().len(), 10);
         assert_eq!(v["agents"][4]["status"], "busy");
@@ -325,7 +320,7 @@ mod tests {
         reg.register_all(2).unwrap();
         let e = reg.heartbeat(7, 0).unwrap_err().to_string();
         assert!(e.contains("agent #7") && e.contains("2 rows"), "{e}");
-        std::fs::write(reg.path(), b"{\"schema_version\": 4, \"agents\": [").unwrap();
+        std::fs::write(&reg.path, b"{\"schema_version\": 4, \"agents\": [").unwrap();
         let e = reg.heartbeat(0, 0).unwrap_err().to_string();
         assert!(e.contains("registry.json") && e.contains("line 1"), "{e}");
     }

@@ -15,7 +15,7 @@ use super::heartbeats::work_dir;
 use super::machine::MachineInfo;
 use super::runners::{bench_options, fresh_dir, recent_start, Workload};
 use super::{BenchError, Result};
-use crate::store::Store;
+use agentlog::store::Store;
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -119,7 +119,7 @@ fn invoke(exe: &Path, args: &[String]) -> Result<Run> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| BenchError::io("cannot run", exe, e))?;
-    let reaped = crate::log::wait_child(child.id());
+    let reaped = agentlog::internals::wait_child(child.id());
     let elapsed = started.elapsed();
     let usage = reaped.map_err(|e| BenchError::io("cannot wait for", exe, e))?;
     let status = usage.status;

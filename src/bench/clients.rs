@@ -19,7 +19,7 @@ use super::heartbeats::{work_dir, HeartbeatTarget};
 use super::latency::{Histogram, LatencySummary};
 use super::machine::MachineInfo;
 use super::{BenchError, Result};
-use crate::daemon::client::Client;
+use agentlog::daemon::client::Client;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -265,7 +265,7 @@ fn start_daemon(cfg: &ClientsConfig, dir: &Path) -> Result<Server> {
 
 /// The daemon's last LSN.
 fn last_lsn(dir: &Path) -> Result<u64> {
-    let cfg = |e: crate::daemon::client::ClientError| BenchError::Run(format!("hello: {e}"));
+    let cfg = |e: agentlog::daemon::client::ClientError| BenchError::Run(format!("hello: {e}"));
     let reply = Client::connect(dir)
         .and_then(|mut c| c.call("hello", json!({})))
         .map_err(cfg)?;
@@ -462,7 +462,7 @@ pub fn run_clients(cfg: &ClientsConfig) -> Result<ClientsReport> {
         std::fs::create_dir(&dir).map_err(|e| BenchError::io("cannot create", &dir, e))?;
         let mut cmd = Command::new(&cfg.exe);
         cmd.args(["bench", "echo-server", "--socket"])
-            .arg(crate::daemon::socket_path(&dir));
+            .arg(agentlog::daemon::socket_path(&dir));
         let server = Server::start(cmd, "echo server", dir.join("echo.log"))?;
         let phase = run_phase(cfg, "echo", Target::Echo { dir }, true)?;
         server.stop()?;

@@ -5,7 +5,7 @@
 //! The run starts its own NATS cluster (one `nats-server` per host, routed,
 //! JetStream, the fleet's stream at R3 or fewer) and `hosts` host processes
 //! ([`super::cluster_host`], this binary re-run as `bench cluster-host`),
-//! each a [`crate::cluster::ClusterNode`] over its own store directory,
+//! each a [`agentlog::cluster::ClusterNode`] over its own store directory,
 //! talking to its own NATS server as if on its own machine. Then, with the
 //! NATS cluster gone, an etcd cluster of as many members, and the same host
 //! processes talking to one member each through etcd's JSON gateway. Each
@@ -33,7 +33,7 @@ use super::cluster_host::{
 use super::heartbeats::work_dir;
 use super::latency::{Histogram, LatencySummary};
 use super::machine::MachineInfo;
-use super::servers::{find_binary, version_of, Cluster};
+use super::servers::{find_binary, nats_cluster, version_of, Cluster};
 use super::{BenchError, Result};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -404,7 +404,7 @@ pub fn run_cluster(cfg: &ClusterConfig) -> Result<ClusterReport> {
         let dir = run.path().join("nats");
         mkdir(&dir)?;
         let replicas = cfg.hosts.min(3);
-        let servers = Cluster::nats(&nats_bin, &dir, cfg.hosts, FLEET, replicas)?;
+        let servers = nats_cluster(&nats_bin, &dir, cfg.hosts, FLEET, replicas)?;
         let stores: Vec<PathBuf> = (0..cfg.hosts)
             .map(|i| run.path().join(format!("host{i}")))
             .collect();

@@ -7,8 +7,7 @@
 //! already buffered, as the daemon does: so the ratio daemon / echo is the
 //! share of the socket round trip the store itself costs.
 
-use crate::daemon::conn::{error_doc, parse, send, HotHeartbeat};
-use crate::daemon::frame::{self, Frame};
+use agentlog::internals::wire::{self as frame, error_doc, parse, send, Frame, HotHeartbeat};
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::Path;

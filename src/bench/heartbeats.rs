@@ -15,7 +15,7 @@ use super::latency::{Histogram, LatencySummary};
 use super::machine::MachineInfo;
 use super::rss::{self, PeakRss};
 use super::{BenchError, Result};
-use crate::model::Status;
+use agentlog::model::Status;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -502,7 +502,7 @@ pub fn run_heartbeats_on(
 /// (`target: "store"`: registry commands, validated, logged and folded) and,
 /// with `cfg.compare`, on the JSON-rewrite baseline.
 ///
-/// [`Store`]: crate::store::Store
+/// [`Store`]: agentlog::store::Store
 pub fn run_heartbeats(cfg: &HeartbeatBenchConfig) -> Result<HeartbeatReport> {
     run_heartbeats_on(cfg, super::targets::StoreTarget::factory)
 }

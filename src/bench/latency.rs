@@ -117,10 +117,12 @@ impl Histogram {
         self.sum += other.sum;
     }
 
+    #[cfg(test)]
     pub fn count(&self) -> u64 {
         self.total
     }
 
+    #[cfg(test)]
     pub fn min(&self) -> Option<u64> {
         (self.total > 0).then_some(self.min)
     }

@@ -1,4 +1,7 @@
-//! The benchmark harness library: what `agentlog bench …` runs.
+//! The benchmark harness: what `agentlog bench …` runs. It is the binary's
+//! tooling, not library API: it uses the library's public API and its hidden
+//! `agentlog::internals`, and the cargo benches that need it include this
+//! directory by path (`benches/heartbeat_harness.rs`).
 //!
 //! Every figure this module reports was measured in the same process run that
 //! reports it: rates are computed from counted events and a measured elapsed
@@ -19,13 +22,14 @@
 //! - [`scaling`]: the agents × writers sweep, its CSV and SVG plot.
 //! - [`cli`]: `bench cli`, whole one-shot CLI invocations on stores of
 //!   several log lengths (median wall time, peak RSS).
-//! - [`targets`]: the agentlog side of the workload (registry `Store`
-//!   commands by default; raw log appends for the log-only figure).
+//! - [`targets`], [`raw_log`]: the agentlog side of the workload (registry
+//!   `Store` commands; raw log appends for the log-only figure).
 //! - [`clients`], [`clients_worker`], [`echo`], [`sqlite`]: `bench clients`,
 //!   P client processes through the daemon against the protocol's bound,
 //!   SQLite and the JSON rewrite.
 //! - [`cluster`], [`cluster_host`], [`servers`], [`etcd`]: `bench cluster`,
-//!   the replicated registry on a real NATS cluster against a real etcd
+//!   the replicated registry on a real NATS cluster ([`nats`], shared with
+//!   the cluster tests) against a real etcd
 //!   cluster doing the same work, with one process per host.
 
 pub mod baseline;
@@ -39,14 +43,20 @@ pub mod etcd;
 pub mod heartbeats;
 pub mod latency;
 pub mod machine;
+pub mod nats;
 pub mod reports;
 pub mod rss;
 pub mod runners;
 pub mod scaling;
+// Run by the cargo benches and the tests, not by the binary's commands.
+#[allow(dead_code)]
+pub mod raw_log;
 pub mod servers;
 #[cfg(feature = "sqlite-baseline")]
 pub mod sqlite;
 pub mod targets;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 
@@ -85,9 +95,9 @@ pub enum BenchError {
         message: String,
     },
     #[error("agentlog under benchmark failed: {0}")]
-    Engine(#[from] crate::log::LogError),
+    Engine(#[from] agentlog::log::LogError),
     #[error("agentlog store under benchmark failed: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] agentlog::store::StoreError),
     #[error("a benchmark writer thread panicked: {0}")]
     WriterPanicked(String),
 }

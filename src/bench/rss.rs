@@ -36,11 +36,6 @@ pub fn peak_rss_bytes() -> Result<u64> {
     status_field_bytes("VmHWM")
 }
 
-/// Current RSS (`VmRSS`) in bytes.
-pub fn current_rss_bytes() -> Result<u64> {
-    status_field_bytes("VmRSS")
-}
-
 /// Resets the peak to the current RSS. Errors when the kernel refuses.
 pub fn reset_peak() -> Result<()> {
     std::fs::write("/proc/self/clear_refs", b"5")
@@ -100,7 +95,7 @@ mod tests {
     #[test]
     fn phase_peak_sees_a_large_allocation() {
         let phase = Phase::start();
-        let before = current_rss_bytes().unwrap();
+        let before = status_field_bytes("VmRSS").unwrap();
         // Touch 64 MiB so it is resident.
         let v = vec![1u8; 64 << 20];
         std::hint::black_box(&v);

@@ -16,12 +16,12 @@ use super::machine::MachineInfo;
 use super::reports::{CompactReport, ExportReport, OpenReport, OpenRow, ReplayReport};
 use super::rss::Phase;
 use super::{BenchError, Result};
-use crate::compact::CompactOptions;
-use crate::log::Durability;
-use crate::model::Status;
-use crate::registry::{PostMessage, Registration};
-use crate::store::{At, Store, StoreOptions, DEFAULT_SNAPSHOT_EVERY_EVENTS};
-use crate::time::Timestamp;
+use agentlog::compact::CompactOptions;
+use agentlog::log::Durability;
+use agentlog::model::Status;
+use agentlog::registry::{PostMessage, Registration};
+use agentlog::store::{At, Store, StoreOptions, DEFAULT_SNAPSHOT_EVERY_EVENTS};
+use agentlog::time::Timestamp;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -188,7 +188,7 @@ impl Default for ReplayConfig {
 /// (`Store::state_at(At::End)`: decode + apply of every record).
 pub fn run_replay(cfg: &ReplayConfig) -> Result<ReplayReport> {
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
-    let path = if crate::layout::StoreLayout::new(&root).exists() {
+    let path = if agentlog::StoreLayout::new(&root).exists() {
         root.clone()
     } else {
         root.join("agentlog")
@@ -323,7 +323,7 @@ pub fn run_open(cfg: &OpenConfig) -> Result<OpenReport> {
         // open the same recovered log from a warm page cache.
         drop(Store::open(&path, bench_options())?);
         rows.push(measure_open(&path, n, true)?);
-        let snaps = crate::layout::StoreLayout::new(&path).snapshots();
+        let snaps = agentlog::StoreLayout::new(&path).snapshots();
         std::fs::remove_dir_all(&snaps)
             .map_err(|e| BenchError::io("cannot remove snapshots", &snaps, e))?;
         rows.push(measure_open(&path, n, false)?);
@@ -366,7 +366,7 @@ pub fn run_export(cfg: &ExportConfig) -> Result<ExportReport> {
         start: recent_start(events),
     };
     w.append(&store, 0, events)?;
-    let file = crate::layout::StoreLayout::new(&path).registry_json();
+    let file = agentlog::StoreLayout::new(&path).registry_json();
     let started = Instant::now();
     let rep = store.export(Some(&file), false)?;
     let elapsed = started.elapsed();

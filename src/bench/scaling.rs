@@ -84,19 +84,6 @@ pub fn run_scaling_on(
     Ok(rows)
 }
 
-/// The sweep on an agentlog `Store` (lazy heartbeats, the default target of
-/// [`super::heartbeats::run_heartbeats`]) in a temporary directory.
-pub fn run_scaling(agents: &[usize], writers: &[usize], seconds: f64) -> Result<Vec<ScalingRow>> {
-    run_scaling_on(
-        agents,
-        writers,
-        seconds,
-        false,
-        None,
-        super::targets::StoreTarget::factory,
-    )
-}
-
 const CSV_HEADER: &str =
     "target,agents,writers,durable,seconds,events,events_per_s,p50_us,p99_us,p999_us,bytes_per_event,peak_rss_bytes";
 

@@ -7,7 +7,7 @@
 
 use super::baseline::agent_name;
 use super::{BenchError, Result};
-use crate::time::Timestamp;
+use agentlog::time::Timestamp;
 use rusqlite::{params, Connection};
 use std::path::Path;
 use std::time::Duration;

@@ -213,8 +213,8 @@ pub fn not_in_future(
     }
 }
 
-fn mix(s: &str) -> Result<agentlog::bench::heartbeats::Mix, String> {
-    agentlog::bench::heartbeats::Mix::parse(s).map_err(|e| e.to_string())
+fn mix(s: &str) -> Result<crate::bench::heartbeats::Mix, String> {
+    crate::bench::heartbeats::Mix::parse(s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Subcommand)]
@@ -384,7 +384,7 @@ pub struct BenchHeartbeats {
     pub durable: bool,
     /// Status changes and message posts per heartbeat: STATUS,POSTS [default: 0.01,0.001]
     #[arg(long, value_name = "R", value_parser = mix)]
-    pub mix: Option<agentlog::bench::heartbeats::Mix>,
+    pub mix: Option<crate::bench::heartbeats::Mix>,
     /// Also run the whole-file JSON rewrite for the same time and print the ratio
     #[arg(long)]
     pub compare: bool,

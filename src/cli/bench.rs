@@ -1,5 +1,5 @@
 //! `agentlog bench heartbeats | scaling | replay | open | export | compact | cli`: runs the benchmark harness
-//! (`agentlog::bench`) and prints its measured figures (text or `--json`).
+//! (`crate::bench`) and prints its measured figures (text or `--json`).
 //! The harness refuses to report a figure it did not measure; this layer
 //! only formats.
 
@@ -7,15 +7,15 @@ use super::args;
 use super::output::human_bytes;
 use super::output::{self, Ui, W};
 use super::Usage;
-use agentlog::bench::heartbeats::{run_heartbeats, HeartbeatBenchConfig, HeartbeatReport};
-use agentlog::bench::machine::MachineInfo;
-use agentlog::bench::runners::{
+use crate::bench::heartbeats::{run_heartbeats, HeartbeatBenchConfig, HeartbeatReport};
+use crate::bench::machine::MachineInfo;
+use crate::bench::runners::{
     run_compact, run_export, run_open, run_replay, CompactConfig, ExportConfig, OpenConfig,
     ReplayConfig,
 };
-use agentlog::bench::scaling::{run_scaling_on, write_outputs};
-use agentlog::bench::targets::StoreTarget;
-use agentlog::bench::BenchError;
+use crate::bench::scaling::{run_scaling_on, write_outputs};
+use crate::bench::targets::StoreTarget;
+use crate::bench::BenchError;
 use anyhow::Result;
 use serde_json::json;
 use std::io::Write;
@@ -201,19 +201,19 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
         args::Bench::Cli(a) if a.build_only => {
             let root = dir.ok_or_else(|| Usage("bench cli --build-only needs --dir".into()))?;
             for &n in &a.events {
-                let path = agentlog::bench::cli::store_path(&root, n);
-                agentlog::bench::cli::build_store(&path, n, a.agents).map_err(usage)?;
+                let path = crate::bench::cli::store_path(&root, n);
+                crate::bench::cli::build_store(&path, n, a.agents).map_err(usage)?;
             }
         }
         args::Bench::Cli(a) => {
-            let cfg = agentlog::bench::cli::CliBenchConfig {
+            let cfg = crate::bench::cli::CliBenchConfig {
                 events: a.events,
                 agents: a.agents,
                 runs: a.runs,
                 exe: std::env::current_exe()?,
                 dir,
             };
-            let r = agentlog::bench::cli::run_cli(&cfg).map_err(usage)?;
+            let r = crate::bench::cli::run_cli(&cfg).map_err(usage)?;
             if ui.json {
                 output::json(&mut out, &r)?;
             } else {
@@ -225,7 +225,7 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_cli(w: &mut W, r: &agentlog::bench::cli::CliReport) -> Result<()> {
+fn print_cli(w: &mut W, r: &crate::bench::cli::CliReport) -> Result<()> {
     let table: Vec<Vec<String>> = r
         .rows
         .iter()

@@ -1,12 +1,12 @@
 //! `agentlog bench clients` and its hidden helpers (`clients-worker`, the
 //! client process; `echo-server`, the protocol's bound): runs
-//! [`agentlog::bench::clients`] with this binary as the daemon, the workers
+//! [`crate::bench::clients`] with this binary as the daemon, the workers
 //! and the echo server, and prints the phases (text or `--json`).
 
 use super::args;
 use super::output::{self, Ui, W};
-use agentlog::bench::clients::{run_clients, ClientsConfig, ClientsReport, PhaseReport, Via};
-use agentlog::bench::BenchError;
+use crate::bench::clients::{run_clients, ClientsConfig, ClientsReport, PhaseReport, Via};
+use crate::bench::BenchError;
 use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::PathBuf;
@@ -88,12 +88,12 @@ fn print(w: &mut W, r: &ClientsReport) -> Result<()> {
 
 /// `bench clients-worker`: one client process (spec and `go` on stdin).
 pub fn worker() -> Result<(), BenchError> {
-    agentlog::bench::clients_worker::run_worker(std::io::stdin().lock(), std::io::stdout().lock())
+    crate::bench::clients_worker::run_worker(std::io::stdin().lock(), std::io::stdout().lock())
 }
 
 /// `bench echo-server --socket PATH`.
 pub fn echo_server(a: &args::BenchEchoServer) -> Result<()> {
-    agentlog::bench::echo::serve_echo(&a.socket, |path| {
+    crate::bench::echo::serve_echo(&a.socket, |path| {
         println!("agentlog echo: listening on {}", path.display());
         let _ = std::io::stdout().flush();
     })

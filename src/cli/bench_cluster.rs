@@ -1,15 +1,15 @@
 //! `agentlog bench cluster` and its hidden host process (`cluster-host`):
-//! runs [`agentlog::bench::cluster`] with this binary as the host
+//! runs [`crate::bench::cluster`] with this binary as the host
 //! processes and prints both systems' phases, the ratios and which of
 //! issue 13's targets were met (text or `--json`).
 
 use super::args;
 use super::output::{self, Ui, W};
-use agentlog::bench::cluster::{
+use crate::bench::cluster::{
     run_cluster, ClusterConfig, ClusterPhase, ClusterReport, SystemReport, TARGET_DURABLE_VS_ETCD,
     TARGET_HEARTBEATS_PER_S, TARGET_VISIBILITY_P99_MS,
 };
-use agentlog::bench::BenchError;
+use crate::bench::BenchError;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -36,7 +36,7 @@ fn ms(us: f64) -> String {
     format!("{:.2}", us / 1_000.0)
 }
 
-fn vis(p: &ClusterPhase, q: fn(&agentlog::bench::latency::LatencySummary) -> f64) -> String {
+fn vis(p: &ClusterPhase, q: fn(&crate::bench::latency::LatencySummary) -> f64) -> String {
     p.visibility.as_ref().map(|s| ms(q(s))).unwrap_or_default()
 }
 
@@ -109,5 +109,5 @@ fn print(w: &mut W, r: &ClusterReport) -> Result<()> {
 
 /// `bench cluster-host`: one host process (spec and commands on stdin).
 pub fn host() -> Result<(), BenchError> {
-    agentlog::bench::cluster_host::run_host(std::io::stdin().lock(), std::io::stdout().lock())
+    crate::bench::cluster_host::run_host(std::io::stdin().lock(), std::io::stdout().lock())
 }

@@ -114,7 +114,7 @@ fn is_closed_stdout(e: &anyhow::Error) -> bool {
 /// daemon's reply text too), escaped: errors quote input (names, values,
 /// paths), so keep them one inert line.
 fn one_line(e: &anyhow::Error) -> String {
-    output::escaped(&agentlog::daemon::one_line(e)).into_owned()
+    output::escaped(&agentlog::daemon::one_line(&**e)).into_owned()
 }
 
 #[cfg(test)]

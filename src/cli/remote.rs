@@ -319,7 +319,7 @@ impl Dispatch for CliDispatch {
             }
             Err(e) => {
                 return Err(ErrorReply::from_error(
-                    &e,
+                    &*e,
                     e.downcast_ref::<Usage>().is_some(),
                 ))
             }

@@ -38,14 +38,14 @@ use tokio::sync::Notify;
 pub(crate) type Writer = BufWriter<OwnedWriteHalf>;
 
 /// A parsed request line.
-pub(crate) struct Request {
+pub struct Request {
     pub id: Value,
     pub method: String,
     pub params: Map<String, Value>,
 }
 
 /// Parses a request line, or the error reply for it.
-pub(crate) fn parse(line: &[u8]) -> Result<Request, (Value, ErrorReply)> {
+pub fn parse(line: &[u8]) -> Result<Request, (Value, ErrorReply)> {
     let doc: Value = serde_json::from_slice(line).map_err(|e| {
         let msg = format!("request is not valid JSON: {e}");
         (Value::Null, ErrorReply::new(code::PARSE_ERROR, msg, 2))
@@ -70,13 +70,13 @@ pub(crate) fn parse(line: &[u8]) -> Result<Request, (Value, ErrorReply)> {
 }
 
 /// Appends one response line to `w`.
-pub(crate) async fn send<W: AsyncWrite + Unpin>(w: &mut W, doc: &Value) -> std::io::Result<()> {
+pub async fn send<W: AsyncWrite + Unpin>(w: &mut W, doc: &Value) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec(doc).expect("a JSON value always serializes");
     bytes.push(b'\n');
     w.write_all(&bytes).await
 }
 
-pub(crate) fn error_doc(id: Value, e: &ErrorReply) -> Value {
+pub fn error_doc(id: Value, e: &ErrorReply) -> Value {
     metrics::counter!(super::http::REFUSED, "reason" => e.code.clone()).increment(1);
     json!({"id": id, "error": e})
 }
@@ -294,7 +294,7 @@ where
     T::deserialize(d).map(Some)
 }
 
-pub(crate) struct HotHeartbeat<'a> {
+pub struct HotHeartbeat<'a> {
     id: Value,
     name: Cow<'a, str>,
     pid: Option<u32>,
@@ -305,7 +305,7 @@ pub(crate) struct HotHeartbeat<'a> {
 
 impl<'a> HotHeartbeat<'a> {
     /// The heartbeat `line` asks for, or `None` for the general path.
-    pub(crate) fn decode(line: &'a [u8]) -> Option<HotHeartbeat<'a>> {
+    pub fn decode(line: &'a [u8]) -> Option<HotHeartbeat<'a>> {
         let req: HotRequest<'a> = serde_json::from_slice(line).ok()?;
         let p = req.params;
         if req.method != "heartbeat" || p.name.is_empty() {
@@ -332,7 +332,7 @@ impl<'a> HotHeartbeat<'a> {
     /// Writes the success reply for `lsn`:
     /// `{"id":…,"result":{"agent":…,"lsn":…}}`, keys in the order
     /// serde_json's maps serialize them.
-    pub(crate) fn write_ok(&self, lsn: Lsn, out: &mut Vec<u8>) {
+    pub fn write_ok(&self, lsn: Lsn, out: &mut Vec<u8>) {
         let json = "a string or a JSON value always serializes";
         out.extend_from_slice(b"{\"id\":");
         serde_json::to_writer(&mut *out, &self.id).expect(json);
@@ -377,7 +377,7 @@ impl<'a> HotHeartbeat<'a> {
                 Some(lsn)
             }
             Err(e) => {
-                let e = ErrorReply::from_error(&e.into(), false);
+                let e = ErrorReply::from_error(&e, false);
                 let mut doc = serde_json::to_vec(&error_doc(self.id, &e))
                     .expect("a JSON value always serializes");
                 doc.push(b'\n');
@@ -515,7 +515,7 @@ impl FastHeartbeat {
         };
         match out {
             Ok((name, lsn)) => Ok((json!({"agent": name, "lsn": lsn}), 0)),
-            Err(e) => Err(ErrorReply::from_error(&e.into(), false)),
+            Err(e) => Err(ErrorReply::from_error(&e, false)),
         }
     }
 }
@@ -619,7 +619,7 @@ mod tests {
                 json!({"id": id, "result": {"agent": agent, "lsn": lsn}})
             } else {
                 let e = store.heartbeat(agent, None, None).unwrap_err();
-                error_doc(id, &ErrorReply::from_error(&e.into(), false))
+                error_doc(id, &ErrorReply::from_error(&e, false))
             };
             let mut want = serde_json::to_vec(&want).unwrap();
             want.push(b'\n');

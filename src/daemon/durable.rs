@@ -94,7 +94,7 @@ impl Syncer {
             self.synced.send_modify(|s| match done {
                 Ok(Ok(())) => s.upto = s.upto.max(target),
                 Ok(Err(e)) => {
-                    let e = anyhow::Error::from(StoreError::from(e));
+                    let e = StoreError::from(e);
                     s.failed = Some((target, ErrorReply::from_error(&e, false)));
                 }
                 Err(e) => {

@@ -3,7 +3,7 @@
 //! One process owns the [`Store`] (and its writer lock) and serves
 //! newline-delimited JSON over a Unix socket in the store directory:
 //! [`server`] binds the socket and runs the periodic duties and the graceful
-//! shutdown, [`conn`] runs one connection's requests in order, [`frame`]
+//! shutdown, `conn` runs one connection's requests in order, `frame`
 //! splits lines under a length limit, [`access`] decides who may write,
 //! [`watch`] streams the log, `durable` shares fsyncs among the hot path's
 //! durable writes, and [`client`] is the blocking client. The
@@ -17,14 +17,16 @@
 
 pub mod access;
 pub mod client;
-pub mod conn;
+pub(crate) mod conn;
 mod durable;
-pub mod frame;
+mod error;
+pub(crate) mod frame;
 mod http;
 mod replica;
 pub mod server;
 pub mod watch;
 
+pub use error::{ServeError, ServeResult};
 pub use replica::ReplicaOptions;
 
 use crate::model::Agent;
@@ -85,8 +87,8 @@ impl ErrorReply {
     /// The reply for a failed operation: `usage` (exit 2) when `usage` says
     /// so, `refused` when the registry refused it, else `failed`; the message
     /// is [`one_line`].
-    pub fn from_error(e: &anyhow::Error, usage: bool) -> Self {
-        let refused = e.chain().any(|c| {
+    pub fn from_error(e: &(dyn std::error::Error + 'static), usage: bool) -> Self {
+        let refused = causes(e).any(|c| {
             c.downcast_ref::<crate::registry::RegistryError>().is_some()
                 || matches!(
                     c.downcast_ref::<crate::store::StoreError>(),
@@ -109,9 +111,9 @@ pub type Outcome = Result<(Value, u8), ErrorReply>;
 /// The error and its causes on one line, `outer: inner`, leaving out a cause
 /// whose text the line already carries (many errors embed their source). The
 /// CLI prints exactly this after `agentlog: `.
-pub fn one_line(e: &anyhow::Error) -> String {
+pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     let mut line = String::new();
-    for cause in e.chain() {
+    for cause in causes(e) {
         let msg = cause.to_string();
         if line.contains(&msg) {
             continue;
@@ -122,6 +124,13 @@ pub fn one_line(e: &anyhow::Error) -> String {
         line.push_str(&msg);
     }
     line.replace('\n', "; ")
+}
+
+/// `e` and its sources, outermost first.
+fn causes<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |c| c.source())
 }
 
 /// The peer of a connection (SO_PEERCRED).

@@ -19,13 +19,12 @@
 //!   before the node closes it (snapshot, sync, unlock).
 
 use super::server::Shared;
-use super::ErrorReply;
+use super::{ErrorReply, ServeError, ServeResult};
 use crate::cluster::{ClusterNode, ClusterOptions, SweepLease};
 use crate::registry::codec::Origin;
 use crate::registry::Lsn;
 use crate::store::{CommandSink, Store, StoreError};
 use crate::time::Timestamp;
-use anyhow::Context;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -56,24 +55,31 @@ impl Replica {
     /// Marks `store` as a replica of the fleet, starts its node (the mirror
     /// resumes from the local log's last LSN + 1), installs the node as the
     /// store's command sink and opens the sweeper lease.
-    pub async fn start(store: Store, opts: ReplicaOptions) -> anyhow::Result<Replica> {
+    pub async fn start(store: Store, opts: ReplicaOptions) -> ServeResult<Replica> {
         let fleet = opts.cluster.fleet.clone();
         let dir = store.dir().display().to_string();
         store
             .mark_replica(&fleet)
-            .with_context(|| format!("cannot serve {dir} as a replica"))?;
+            .map_err(ServeError::store(format!(
+                "cannot serve {dir} as a replica"
+            )))?;
         let resumed_at = store.applied_lsn();
         let (host, replicas) = (opts.cluster.host_id.clone(), opts.cluster.replicas);
         let node = ClusterNode::start(store, opts.cluster)
             .await
-            .with_context(|| format!("joining fleet `{fleet}` for {dir}"))?;
+            .map_err(ServeError::cluster(format!(
+                "joining fleet `{fleet}` for {dir}"
+            )))?;
         let node = Arc::new(node);
         let sink: Weak<dyn CommandSink> = Arc::downgrade(&node) as Weak<dyn CommandSink>;
-        node.store().set_command_sink(sink)?;
+        (node.store().set_command_sink(sink))
+            .map_err(ServeError::store(format!("serving {dir} as a replica")))?;
         let lease_ttl = opts.lease_ttl;
         let lease = SweepLease::open(node.jetstream(), &fleet, &host, lease_ttl, replicas)
             .await
-            .with_context(|| format!("opening the sweeper lease of fleet `{fleet}`"))?;
+            .map_err(ServeError::cluster(format!(
+                "opening the sweeper lease of fleet `{fleet}`"
+            )))?;
         Ok(Replica {
             node,
             lease,
@@ -117,7 +123,7 @@ impl Replica {
         self.node
             .heartbeat_acked(Some(origin), agent, pid, at, durable)
             .await
-            .map_err(|e| ErrorReply::from_error(&StoreError::from(e).into(), false))
+            .map_err(|e| ErrorReply::from_error(&StoreError::from(e), false))
     }
 
     /// The duties of a replica: wake `committed` on every record the mirror
@@ -159,13 +165,13 @@ impl Replica {
     /// Gives the lease up and closes the node (and with it the store):
     /// snapshot, sync, unlock. If a request still holds the store, syncs it
     /// instead.
-    pub async fn close(self) -> anyhow::Result<()> {
+    pub async fn close(self) -> ServeResult<()> {
         let released = self.lease.release().await;
         let closed = match Arc::try_unwrap(self.node) {
-            Ok(node) => node.close().await.context("closing the replica"),
-            Err(node) => node.store().sync().context("syncing the replica"),
+            Ok(node) => (node.close().await).map_err(ServeError::cluster("closing the replica")),
+            Err(node) => (node.store().sync()).map_err(ServeError::store("syncing the replica")),
         };
-        released.context("releasing the sweeper lease")?;
+        released.map_err(ServeError::cluster("releasing the sweeper lease"))?;
         closed
     }
 }

@@ -11,13 +11,12 @@
 
 use super::access::Access;
 use super::replica::Replica;
-use super::{code, conn, Dispatch, ErrorReply, ServeOptions};
+use super::{code, conn, Dispatch, ErrorReply, ServeError, ServeOptions, ServeResult};
 use crate::compact::{AutoCompactor, AutoPolicy, CompactOptions};
 use crate::registry::codec::Origin;
 use crate::registry::ProcProbe;
 use crate::store::{with_origin, Store};
 use crate::time::Timestamp;
-use anyhow::Context;
 use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -70,18 +69,15 @@ fn store_id(dir: &Path) -> std::io::Result<String> {
 
 /// Binds the socket of `dir`, replacing a stale file (the caller holds the
 /// writer lock, so no live daemon owns it), with mode `mode`.
-fn bind(path: &Path, mode: u32) -> anyhow::Result<UnixListener> {
+fn bind(path: &Path, mode: u32) -> ServeResult<UnixListener> {
     match std::fs::remove_file(path) {
         Ok(()) => tracing::warn!("replaced the stale socket {}", path.display()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(e).with_context(|| format!("removing stale socket {}", path.display()))
-        }
+        Err(e) => return Err(ServeError::file("removing stale socket", path)(e)),
     }
-    let listener =
-        UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    let listener = UnixListener::bind(path).map_err(ServeError::file("binding", path))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .with_context(|| format!("setting the mode of {}", path.display()))?;
+        .map_err(ServeError::file("setting the mode of", path))?;
     Ok(listener)
 }
 
@@ -94,12 +90,12 @@ pub fn serve(
     dispatch: Arc<dyn Dispatch>,
     mut opts: ServeOptions,
     ready: impl FnOnce(&Path, Option<SocketAddr>, Option<&serde_json::Value>),
-) -> anyhow::Result<()> {
+) -> ServeResult<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("agentlog-serve")
         .build()
-        .context("starting the tokio runtime")?;
+        .map_err(ServeError::system("starting the tokio runtime"))?;
     let dir = store.dir().to_path_buf();
     let path = super::socket_path(&dir);
     let (store, replica) = match opts.replica.take() {
@@ -128,7 +124,7 @@ pub fn serve(
             let closed = rt.block_on(async move {
                 match Arc::try_unwrap(replica) {
                     Ok(r) => r.close().await,
-                    Err(r) => r.store().sync().context("syncing the replica"),
+                    Err(r) => (r.store().sync()).map_err(ServeError::store("syncing the replica")),
                 }
             });
             drop(rt);
@@ -138,8 +134,10 @@ pub fn serve(
             drop(rt); // joins the blocking pool: no request still holds the store
             let removed = remove_socket(&path);
             let closed = match Arc::try_unwrap(store) {
-                Ok(store) => store.close().map(|_| ()).context("closing the store"),
-                Err(store) => store.sync().context("syncing the store"),
+                Ok(store) => {
+                    (store.close().map(drop)).map_err(ServeError::store("closing the store"))
+                }
+                Err(store) => store.sync().map_err(ServeError::store("syncing the store")),
             };
             removed.and(closed)
         }
@@ -148,7 +146,7 @@ pub fn serve(
     closed
 }
 
-fn remove_socket(path: &Path) -> anyhow::Result<()> {
+fn remove_socket(path: &Path) -> ServeResult<()> {
     std::fs::remove_file(path)
         .or_else(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -157,7 +155,7 @@ fn remove_socket(path: &Path) -> anyhow::Result<()> {
                 Err(e)
             }
         })
-        .with_context(|| format!("removing {}", path.display()))
+        .map_err(ServeError::file("removing", path))
 }
 
 async fn run(
@@ -167,23 +165,27 @@ async fn run(
     opts: ServeOptions,
     path: &Path,
     ready: impl FnOnce(&Path, Option<SocketAddr>, Option<&serde_json::Value>),
-) -> anyhow::Result<()> {
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+) -> ServeResult<()> {
+    let mut term = signal(SignalKind::terminate())
+        .map_err(ServeError::system("installing the SIGTERM handler"))?;
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(ServeError::system("installing the SIGINT handler"))?;
     let web = match opts.http {
         Some(addr) => Some(super::http::bind(addr).await?),
         None => None,
     };
     let http_addr = match &web {
-        Some((l, _)) => Some(l.local_addr().context("reading the HTTP address")?),
+        Some((l, _)) => Some(
+            l.local_addr()
+                .map_err(ServeError::system("reading the HTTP address"))?,
+        ),
         None => None,
     };
     let listener = bind(path, opts.socket_mode)?;
     let (stop, shutdown) = watch::channel(false);
     let owner = rustix::process::geteuid().as_raw();
     let shared = Arc::new(Shared {
-        store_id: store_id(store.dir())
-            .with_context(|| format!("reading {}", store.dir().display()))?,
+        store_id: store_id(store.dir()).map_err(ServeError::file("reading", store.dir()))?,
         syncer: Arc::new(super::durable::Syncer::new(store.log().synced_lsn())),
         access: Access::new(owner, opts.allow_uids.clone(), opts.allow_gids.clone()),
         store,
@@ -244,17 +246,20 @@ async fn run(
         let _ = d.await;
     }
     let store = shared.store.clone();
-    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-        store.sync().context("syncing the log")?;
+    tokio::task::spawn_blocking(move || -> ServeResult<()> {
+        store.sync().map_err(ServeError::store("syncing the log"))?;
         if store.options().export_path.is_some() {
             store
                 .export(None, false)
-                .context("publishing registry.json")?;
+                .map_err(ServeError::store("publishing registry.json"))?;
         }
         Ok(())
     })
     .await
-    .context("final sync")?
+    .map_err(|source| ServeError::Task {
+        what: "final sync",
+        source,
+    })?
 }
 
 async fn refuse(stream: tokio::net::UnixStream, n: usize, counted: Counted) {

@@ -228,7 +228,7 @@ pub(crate) async fn open(
         let store = shared.store.clone();
         match tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await {
             Ok(Ok(s)) => Some(s),
-            Ok(Err(e)) => return Err(ErrorReply::from_error(&e.into(), false)),
+            Ok(Err(e)) => return Err(ErrorReply::from_error(&e, false)),
             Err(e) => {
                 let msg = format!("internal error starting the watch: {e}");
                 return Err(ErrorReply::new(code::FAILED, msg, 1));

@@ -24,7 +24,8 @@ use super::{lock, Log, Lsn};
 use crate::log::{LogError, Result};
 use std::os::unix::fs::FileExt;
 
-/// Where a test can make a compaction fail (`FaultInjection::fail_compaction_at`).
+/// The steps of a compaction's commit; a fault-injection build can fail
+/// one (`FaultInjection::fail_compaction_at`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactionStep {
     /// After the new generation's segment files are written, before the MANIFEST.
@@ -320,7 +321,10 @@ fn open_generation(gdir: &Path, files: &[(Lsn, u64)]) -> Result<Vec<Arc<Segment>
 }
 
 impl super::Inner {
+    /// Fails at `step` when a test asked for it (fault-injection builds).
+    #[cfg_attr(not(any(test, feature = "fault-injection")), allow(unused_variables))]
     fn inject(&self, step: CompactionStep) -> Result<()> {
+        #[cfg(any(test, feature = "fault-injection"))]
         if self.opts.faults.fail_compaction_at == Some(step) {
             return Err(LogError::Injected(format!(
                 "compaction failure at {step:?}"

@@ -66,6 +66,7 @@ pub enum LogError {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// A failure injected by a test hook (`FaultInjection`).
+    #[cfg(any(test, feature = "fault-injection"))]
     #[error("injected failure: {0}")]
     Injected(String),
 }

@@ -198,7 +198,7 @@ pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
 
 /// What `wait4` says about a reaped child.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ChildUsage {
+pub struct ChildUsage {
     pub status: i32,
     /// Peak RSS in bytes (`ru_maxrss`).
     pub peak_rss: u64,
@@ -208,7 +208,7 @@ pub(crate) struct ChildUsage {
 
 /// Reaps child `pid` (blocking, retrying on EINTR) and returns its wait
 /// status, peak RSS and CPU time.
-pub(crate) fn wait_child(pid: u32) -> io::Result<ChildUsage> {
+pub fn wait_child(pid: u32) -> io::Result<ChildUsage> {
     let mut status: libc::c_int = 0;
     // SAFETY: `rusage` is plain integers and timevals, for which all-zero
     // bytes are a valid value.

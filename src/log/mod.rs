@@ -50,7 +50,8 @@ pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
 
 pub use view::{LogIter, LogView, RecordRef};
 
-pub(crate) use mmap::wait_child;
+#[doc(hidden)] // for `crate::internals`
+pub use mmap::{wait_child, ChildUsage};
 pub(crate) use open::list_live;
 
 use record::{encode_header, hasher_for, record_size, CONT, MAX_PAYLOAD, REC_HDR};
@@ -86,7 +87,10 @@ pub enum RecoveryMode {
     CutAtHole,
 }
 
-/// Test hooks that inject failures (all off by default).
+/// Test hooks that inject failures (all off by default). Only in builds
+/// with the `fault-injection` feature (the tests'), never in a release of
+/// the library or the binary.
+#[cfg(any(test, feature = "fault-injection"))]
 #[derive(Debug, Clone, Default)]
 pub struct FaultInjection {
     /// Bytes the segment allocator may still preallocate; past that it fails with ENOSPC.
@@ -125,6 +129,7 @@ pub struct LogOptions {
     /// and cut. Default false (every record is checked at open).
     pub quick_open: bool,
     /// Test hooks.
+    #[cfg(any(test, feature = "fault-injection"))]
     pub faults: FaultInjection,
 }
 
@@ -153,6 +158,7 @@ impl Default for LogOptions {
             prepare_ahead: true,
             zero_fill: false,
             quick_open: false,
+            #[cfg(any(test, feature = "fault-injection"))]
             faults: FaultInjection::default(),
         }
     }
@@ -325,10 +331,14 @@ impl Log {
         let lockf = lock::acquire(dir, opts.lock_timeout)?;
         poison::check_marker(dir)?;
         let opened = open::recovery_open(dir, &opts)?;
+        // Stands in for free space; only fault-injection builds set it.
+        #[cfg(any(test, feature = "fault-injection"))]
         let budget = opts
             .faults
             .disk_budget
             .map(|b| Arc::new(AtomicI64::new(b as i64)));
+        #[cfg(not(any(test, feature = "fault-injection")))]
+        let budget = None;
         let last = opened.next_lsn - 1;
         let sealed_end = opened.active.hdr.first_lsn;
         let inner = Arc::new(Inner {
@@ -763,6 +773,7 @@ impl Inner {
                 )?
             }
         };
+        #[cfg(any(test, feature = "fault-injection"))]
         if self.opts.faults.fail_syncs {
             prepared.discard();
             return Err(self.poison_sync(&LogError::Injected("sync failure".into())));
@@ -839,6 +850,7 @@ impl Inner {
             let w = lock(&self.writer);
             (w.active.clone(), w.write_off, w.next_lsn - 1)
         };
+        #[cfg(any(test, feature = "fault-injection"))]
         if self.opts.faults.fail_syncs {
             return Err(LogError::Injected(format!(
                 "msync of {}",

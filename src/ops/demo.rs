@@ -23,11 +23,11 @@ use super::stats::{stats, Stats};
 use super::{OpsError, Result};
 use agentlog::compact::CompactionReport;
 use agentlog::export::ExportReport;
-use agentlog::layout::StoreLayout;
+use agentlog::StoreLayout;
 use agentlog::log::{Durability, LogOptions};
 use agentlog::model::{Agent, HostMode, Priority, Status, StatusCause};
 use agentlog::registry::{FakeProbe, PostMessage, Registration, SessionKey, SessionOp, State};
-use agentlog::snapshot::SnapshotInfo;
+use agentlog::internals::snapshot::SnapshotInfo;
 use agentlog::store::{Store, StoreOptions};
 use agentlog::time::Timestamp;
 use std::path::{Path, PathBuf};
@@ -190,7 +190,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         command_durability: Durability::Lazy,
         ..StoreOptions::default()
     };
-    agentlog::files::create_store_dir(dir, agentlog::files::Sharing::Private)
+    agentlog::internals::files::create_store_dir(dir, agentlog::internals::files::Sharing::Private)
         .map_err(|e| OpsError::io(dir, e))?;
     let store = Store::open(dir, store_opts)?;
     let (counts, end, featured) = simulate(&store, opts)?;

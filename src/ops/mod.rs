@@ -8,7 +8,7 @@
 //! for mail, describing one agent, presence. Errors are [`OpsError`]: what
 //! only the command line knows, or the library's error wrapped once.
 //!
-//! The store directory's files are named by `agentlog::layout`. Invariants:
+//! The store directory's files are named by `agentlog::StoreLayout`. Invariants:
 //! read-only operations (`current`, `replay`, `dump`, `verify`, `audit`,
 //! `stats`) open a [`ReadOnlyStore`] and take no writer lock, so they run
 //! beside a live writer and never change a file; they read a snapshot and
@@ -23,7 +23,7 @@ pub mod describe;
 pub mod inbox;
 pub mod stats;
 
-use agentlog::layout::StoreLayout;
+use agentlog::StoreLayout;
 use agentlog::log::{self, LogError, LogReader, Lsn, VerifyReport};
 use agentlog::registry::history::ScanError;
 use agentlog::registry::{codec, DecodeError, Event, RegistryError, State};
@@ -109,7 +109,7 @@ pub fn require_store(dir: &Path) -> Result<()> {
                     dir.display()
                 )))
             } else if StoreLayout::new(dir).exists() {
-                if let Some(w) = agentlog::files::exposure_warning(dir) {
+                if let Some(w) = agentlog::internals::files::exposure_warning(dir) {
                     tracing::warn!("{w}");
                 }
                 Ok(())
@@ -358,14 +358,14 @@ pub struct Initialized {
 pub fn init(
     dir: &Path,
     max_messages: Option<usize>,
-    sharing: agentlog::files::Sharing,
+    sharing: agentlog::internals::files::Sharing,
 ) -> Result<Initialized> {
     let existed = StoreLayout::new(dir).exists();
     if dir.exists() && !dir.is_dir() {
         return Err(OpsError::NotADirectory(dir.to_path_buf()));
     }
     if !dir.exists() {
-        agentlog::files::create_store_dir(dir, sharing).map_err(|e| OpsError::io(dir, e))?;
+        agentlog::internals::files::create_store_dir(dir, sharing).map_err(|e| OpsError::io(dir, e))?;
     }
     if let Some(n) = max_messages {
         let current = agentlog::store::config::max_messages(dir)?;
@@ -435,10 +435,10 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
             )));
         }
     }
-    agentlog::files::create_store_dir(out, agentlog::files::Sharing::of_dir(dir))
+    agentlog::internals::files::create_store_dir(out, agentlog::internals::files::Sharing::of_dir(dir))
         .map_err(|e| OpsError::io(out, e))?;
     let io = |e| OpsError::io(&marker, e);
-    agentlog::files::create_fresh(&marker)
+    agentlog::internals::files::create_fresh(&marker)
         .and_then(|f| f.sync_all())
         .map_err(io)?;
     sync_folder(out)?;

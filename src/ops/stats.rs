@@ -3,7 +3,7 @@
 //! the compaction generation. Read-only (no writer lock).
 
 use super::{current, Progress, Result};
-use agentlog::layout::StoreLayout;
+use agentlog::StoreLayout;
 use agentlog::log::{self, Lsn};
 use agentlog::model::Status;
 use std::path::Path;
@@ -47,7 +47,7 @@ pub fn stats(dir: &Path, progress: &mut dyn Progress) -> Result<Stats> {
         .collect();
     // Unlistable snapshots are not the figures' failure: the fold above
     // already warned and read the whole log instead.
-    let snapshots = agentlog::snapshot::list(&layout.snapshots())
+    let snapshots = agentlog::internals::snapshot::list(&layout.snapshots())
         .unwrap_or_default()
         .into_iter()
         .map(|s| (s.lsn, s.len))

@@ -8,10 +8,9 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::fleet::{simulate_steady_fleet, FleetParams};
 use crate::support::ops::*;
-use agentlog::compact::{
-    compact_log, simulate_steady_fleet, AutoPolicy, CompactOptions, DropEstimator, FleetParams,
-};
+use agentlog::compact::{compact_log, AutoPolicy, CompactOptions, DropEstimator};
 use agentlog::log::{verify, Durability, Log};
 use agentlog::model::Status;
 use agentlog::registry::state::DEFAULT_MAX_MESSAGES;

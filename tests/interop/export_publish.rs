@@ -7,8 +7,8 @@ use crate::support::conformance::checker_accepts;
 use agentlog::export::{
     lock_paths, publish, publish_with, render_v4, ExportOptions, PublishOptions,
 };
-use agentlog::fslock::{FileLock, LockMode};
 use agentlog::import::parse_registry;
+use agentlog::internals::fslock::{FileLock, LockMode};
 use agentlog::model::Agent;
 use agentlog::time::Timestamp;
 use std::path::Path;

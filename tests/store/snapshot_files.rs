@@ -2,7 +2,7 @@
 //! byte flipped, truncations, future versions, wrong LSN, wrong type) skipped
 //! with a reason in favour of the next older one.
 
-use agentlog::snapshot::{self, SkipReason, FORMAT_VERSION, HEADER_LEN, MAGIC};
+use agentlog::internals::snapshot::{self, SkipReason, FORMAT_VERSION, HEADER_LEN, MAGIC};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;

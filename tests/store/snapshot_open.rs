@@ -3,8 +3,8 @@
 //! trusted; snapshot + tail == full fold for random histories.
 
 use crate::support::store::*;
+use agentlog::internals::snapshot;
 use agentlog::registry::*;
-use agentlog::snapshot;
 use agentlog::store::{Store, StoreOptions};
 use proptest::prelude::*;
 use std::path::Path;

@@ -3,12 +3,12 @@
 //! full fold (proptest), and a damaged newest snapshot falls back to an older
 //! one that still yields the full fold.
 
+use agentlog::internals::snapshot;
 use agentlog::model::{Agent, Priority, Privacy, Status, StatusCause, TransportClient};
 use agentlog::registry::{
     Event, EventKind, FieldUpdates, PostedMessage, Registration, RegistrationKind, SessionKey,
     State, TransportCause,
 };
-use agentlog::snapshot;
 use agentlog::time::Timestamp;
 use proptest::prelude::*;
 

@@ -281,7 +281,8 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
         ..Default::default()
     };
     // As `init` makes it: private (an open store draws a warning).
-    agentlog::files::create_store_dir(dir, agentlog::files::Sharing::Private).expect("store dir");
+    agentlog::internals::files::create_store_dir(dir, agentlog::internals::files::Sharing::Private)
+        .expect("store dir");
     let (log, _) = Log::open(&dir.join("log"), opts).expect("open log");
     for e in events {
         log.append(&agentlog::registry::encode(e), Durability::Lazy)

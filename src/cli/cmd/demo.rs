@@ -225,14 +225,12 @@ fn print_text(w: &mut W, rep: &DemoReport, check: &Check) -> Result<()> {
     writeln!(
         w,
         "log       {}",
-        agentlog::layout::StoreLayout::new(&rep.dir).log().display()
+        agentlog::StoreLayout::new(&rep.dir).log().display()
     )?;
     writeln!(
         w,
         "snapshots {}",
-        agentlog::layout::StoreLayout::new(&rep.dir)
-            .snapshots()
-            .display()
+        agentlog::StoreLayout::new(&rep.dir).snapshots().display()
     )?;
     writeln!(w, "export    {}", rep.export_path.display())?;
     writeln!(

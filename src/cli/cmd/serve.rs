@@ -77,7 +77,7 @@ pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
     // from the daemon's environment. Done before any thread starts.
     std::env::remove_var("AGENTLOG_NOW");
     let opts = StoreOptions {
-        export_path: Some(agentlog::layout::StoreLayout::new(dir).registry_json()),
+        export_path: Some(agentlog::StoreLayout::new(dir).registry_json()),
         ..StoreOptions::default()
     };
     let store = crate::ops::open_store_with(dir, false, opts)

@@ -10,6 +10,7 @@
 //! README.md, "Metrics", lists every one; keep the two in step.
 
 use super::super::server::Shared;
+use super::super::{ServeError, ServeResult};
 use crate::model::Status;
 use crate::telemetry as t;
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
@@ -36,17 +37,19 @@ const RECORDS: &[f64] = &[
 
 /// Installs the global recorder (once per process) and turns the writer's
 /// hooks on; returns the handle that renders.
-pub(crate) fn install() -> anyhow::Result<PrometheusHandle> {
+pub(crate) fn install() -> ServeResult<PrometheusHandle> {
     if let Some(h) = HANDLE.get() {
         return Ok(h.clone());
     }
+    let buckets = |e: metrics_exporter_prometheus::BuildError| ServeError::Metrics(e.to_string());
     let recorder = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), SECONDS)?
-        .set_buckets_for_metric(Matcher::Full(t::GROUP_COMMIT_RECORDS.into()), RECORDS)?
+        .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), SECONDS)
+        .map_err(buckets)?
+        .set_buckets_for_metric(Matcher::Full(t::GROUP_COMMIT_RECORDS.into()), RECORDS)
+        .map_err(buckets)?
         .build_recorder();
     let handle = recorder.handle();
-    metrics::set_global_recorder(recorder)
-        .map_err(|e| anyhow::anyhow!("installing the metrics recorder: {e}"))?;
+    metrics::set_global_recorder(recorder).map_err(|e| ServeError::Metrics(e.to_string()))?;
     describe();
     t::enable();
     Ok(HANDLE.get_or_init(|| handle).clone())
@@ -119,7 +122,7 @@ fn describe() {
 
 /// Reads the scrape-time figures into the recorder, then renders (blocking:
 /// reads the state under its read lock and lists the snapshot folder).
-pub(crate) fn render(handle: &PrometheusHandle, shared: &Shared) -> anyhow::Result<String> {
+pub(crate) fn render(handle: &PrometheusHandle, shared: &Shared) -> ServeResult<String> {
     let store = &shared.store;
     let (mut by_status, live, dropped, sessions, last) = store.with_state(|s, lsn| {
         let mut by_status = [0u64; Status::ALL.len()];
@@ -155,7 +158,7 @@ pub(crate) fn render(handle: &PrometheusHandle, shared: &Shared) -> anyhow::Resu
 }
 
 /// Age of the newest snapshot file, from its modification time.
-fn snapshot_age(store: &crate::store::Store) -> anyhow::Result<Option<Duration>> {
+fn snapshot_age(store: &crate::store::Store) -> ServeResult<Option<Duration>> {
     let dir = store.snapshot_dir();
     let Some(newest) = crate::snapshot::list(&dir)?.pop() else {
         return Ok(None);
@@ -164,9 +167,7 @@ fn snapshot_age(store: &crate::store::Store) -> anyhow::Result<Option<Duration>>
         Ok(m) => m,
         // Replaced by a newer one meanwhile: the next scrape sees that.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("reading {}", newest.path.display())))
-        }
+        Err(e) => return Err(ServeError::file("reading", &newest.path)(e)),
     };
     Ok(Some(
         SystemTime::now()

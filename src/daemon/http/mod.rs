@@ -14,7 +14,7 @@ mod metrics;
 mod sse;
 
 use super::server::Shared;
-use super::{code, ErrorReply};
+use super::{code, ErrorReply, ServeError, ServeResult};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -46,10 +46,14 @@ pub(crate) struct Http {
 /// `serve`) and installs the metrics recorder.
 pub(crate) async fn bind(
     addr: std::net::SocketAddr,
-) -> anyhow::Result<(TcpListener, PrometheusHandle)> {
+) -> ServeResult<(TcpListener, PrometheusHandle)> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("serve --http {addr}: cannot listen: {e}"))?;
+        .map_err(|source| ServeError::Http {
+            addr,
+            what: "cannot listen",
+            source,
+        })?;
     Ok((listener, metrics::install()?))
 }
 

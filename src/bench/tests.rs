@@ -1,14 +1,14 @@
-//! The benchmark harness run for a fraction of a second: reports carry every
-//! field, every figure is positive and measured, the `--compare` ratio is the
-//! quotient of the two measured rates, failures surface as errors naming the
-//! agent, and the scaling sweep writes a CSV and a well-formed SVG.
+//! The benchmark harness run for a fraction of a second: reports carry
+//! every field, every figure is positive and measured, the `--compare` ratio
+//! is the quotient of the two measured rates, failures surface as errors
+//! naming the agent, and the scaling sweep writes a CSV and a well-formed SVG.
 
-use agentlog::bench::baseline::JsonRewriteRegistry;
-use agentlog::bench::heartbeats::{
+use crate::bench::baseline::JsonRewriteRegistry;
+use crate::bench::heartbeats::{
     run_heartbeats_on, run_target, HeartbeatBenchConfig, HeartbeatTarget, Mix,
 };
-use agentlog::bench::scaling::{run_scaling_on, to_svg, write_outputs};
-use agentlog::bench::{BenchError, Result};
+use crate::bench::scaling::{run_scaling_on, to_svg, write_outputs};
+use crate::bench::{BenchError, Result};
 use agentlog::model::Status;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,9 +86,9 @@ fn counts_reported_are_the_operations_the_target_received() {
     assert_eq!(r.posts, t.posts.load(Ordering::Relaxed));
     assert_eq!(r.events, r.heartbeats + r.status_changes + r.posts);
     // Lazy runs time one event in SAMPLE_EVERY per writer (the first of each group).
-    let per_writer_max = r.events / agentlog::bench::heartbeats::SAMPLE_EVERY + c.writers as u64;
+    let per_writer_max = r.events / crate::bench::heartbeats::SAMPLE_EVERY + c.writers as u64;
     assert!(
-        r.latency.count >= r.events / agentlog::bench::heartbeats::SAMPLE_EVERY
+        r.latency.count >= r.events / crate::bench::heartbeats::SAMPLE_EVERY
             && r.latency.count <= per_writer_max,
         "{} latency samples for {} events",
         r.latency.count,
@@ -196,7 +196,7 @@ fn compare_reports_both_rates_and_their_ratio() {
     let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
     assert_eq!(v["agents"].as_array().unwrap().len(), 30);
     // Round-trips through JSON.
-    let back: agentlog::bench::heartbeats::HeartbeatReport = serde_json::from_value(j).unwrap();
+    let back: crate::bench::heartbeats::HeartbeatReport = serde_json::from_value(j).unwrap();
     assert_eq!(back, report);
 }
 
@@ -297,7 +297,7 @@ fn scaling_sweep_writes_csv_and_svg_with_one_point_per_row() {
 fn agentlog_heartbeats_lazy_with_compare() {
     let mut c = cfg(200, 2, 0.1);
     c.compare = true;
-    let r = agentlog::bench::heartbeats::run_heartbeats(&c).unwrap();
+    let r = crate::bench::heartbeats::run_heartbeats(&c).unwrap();
     assert_eq!(r.target, "store");
     assert!(!r.durable);
     assert!(r.events > 0 && r.events_per_s > 0.0 && r.p99_us > 0.0);
@@ -317,7 +317,7 @@ fn agentlog_heartbeats_durable_many_writers() {
     let mut c = cfg(100, 8, 0.1);
     c.durable = true;
     c.mix = Mix::NONE;
-    let r = agentlog::bench::heartbeats::run_heartbeats(&c).unwrap();
+    let r = crate::bench::heartbeats::run_heartbeats(&c).unwrap();
     assert!(r.durable && r.writers == 8);
     assert_eq!(r.events, r.heartbeats);
     assert!(r.events_per_s > 0.0 && r.p50_us > 0.0);
@@ -328,7 +328,7 @@ fn agentlog_heartbeats_durable_many_writers() {
 fn raw_log_target_reports_its_record_size() {
     let mut c = cfg(100, 1, 0.05);
     c.mix = Mix::NONE;
-    let r = run_heartbeats_on(&c, agentlog::bench::targets::RawLogTarget::factory).unwrap();
+    let r = run_heartbeats_on(&c, crate::bench::raw_log::RawLogTarget::factory).unwrap();
     assert_eq!(r.target, "raw-log");
     // 40-byte payload + 16-byte header, 8-aligned.
     assert!((r.bytes_per_event - 56.0).abs() < 1e-9, "{r:?}");

@@ -2,7 +2,9 @@
 //! agents heartbeating round-robin at `rate` events per simulated second,
 //! agents finishing and fresh ones registering, automatic compaction
 //! (threshold policy, checked whenever the log seals a segment), and the disk
-//! use sampled every simulated `sample_secs`.
+//! use sampled every simulated `sample_secs`. Test tooling (the compaction
+//! tests' disk bound; `benches/compact.rs` includes it by path), not library
+//! API: it uses only the library's public API.
 //!
 //! Why the bound holds: the policy compacts once droppable bytes reach
 //! `threshold` (½) of the log, so the sealed segments never hold more than
@@ -14,13 +16,13 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{compact, AutoPolicy, CompactOptions, DropEstimator};
-use crate::log::{Durability, Log, LogOptions};
-use crate::log::{LogError, Result};
-use crate::model::Status;
-use crate::registry::codec::{encode_heartbeat_into, encode_into};
-use crate::registry::{Registration, State};
-use crate::time::Timestamp;
+use agentlog::compact::{compact, AutoPolicy, CompactOptions, DropEstimator};
+use agentlog::log::{Durability, Log, LogOptions};
+use agentlog::log::{LogError, Result};
+use agentlog::model::Status;
+use agentlog::registry::codec::{encode_heartbeat_into, encode_into};
+use agentlog::registry::{Registration, State};
+use agentlog::time::Timestamp;
 
 /// Parameters of [`simulate_steady_fleet`].
 #[derive(Debug, Clone, PartialEq)]
