@@ -10,6 +10,7 @@ mod support;
 
 mod cluster {
     mod bench;
+    mod compaction;
     mod convergence;
     mod daemon;
     mod nats_kill;

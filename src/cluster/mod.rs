@@ -4,8 +4,8 @@
 //!
 //! A [`ClusterNode`] owns a local [`Store`] and a connection to the
 //! cluster. Invariants:
-//! * the local log is a gap-free prefix of the stream, LSN = stream
-//!   sequence ([`mirror`]); every write goes through the stream, never
+//! * the local log is a prefix of the stream, LSN = stream sequence, with
+//!   `Purged` fillers where compaction deleted a sequence ([`mirror`]); every write goes through the stream, never
 //!   straight into the local store;
 //! * a command is validated against the folded state and published with
 //!   `Nats-Expected-Last-Subject-Sequence` = the last sequence of its subject
@@ -17,8 +17,11 @@
 //! * every durable publish carries a `Nats-Msg-Id` kept across its retries,
 //!   so a publish retried after a lost ack is stored once;
 //! * lazy heartbeats are asynchronous publishes with a bounded number of
-//!   acks in flight (back-pressure past it).
+//!   acks in flight (back-pressure past it);
+//! * compaction runs on the stream, one host at a time, behind a marker
+//!   whose fold removes what it deletes ([`compact`]).
 
+mod compact;
 mod lease;
 mod mirror;
 mod sink;
@@ -398,6 +401,7 @@ impl ClusterNode {
                 return Ok(done);
             }
             self.catch_up().await?;
+            self.refresh_subject(&lost_on).await?;
         }
         Err(ClusterError::Conflict {
             subject: lost_on,
