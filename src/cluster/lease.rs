@@ -103,16 +103,33 @@ impl SweepLease {
             },
             None => match self.kv.create(self.key, value).await {
                 Ok(rev) => Some(rev),
-                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
-                // Two creates racing: the loser gets "wrong last sequence"
-                // (10164) rather than "already exists"; the key tells.
+                // Held: by another host, or by this host through another
+                // handle (the daemon's periodic sweeper and an explicit
+                // `sweep`, or a daemon restarted before its key expired),
+                // which this handle then renews. Two creates racing: the
+                // loser gets "wrong last sequence" (10164) rather than
+                // "already exists"; the key tells.
                 Err(e) => match self.kv.entry(self.key).await {
-                    Ok(Some(entry))
-                        if entry.operation == kv::Operation::Put
-                            && entry.value.as_ref() != self.host.as_bytes() =>
-                    {
-                        None
+                    Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                        if entry.value.as_ref() != self.host.as_bytes() {
+                            None
+                        } else {
+                            let value = self.host.clone().into_bytes().into();
+                            match self.kv.update(self.key, value, entry.revision).await {
+                                Ok(rev) => Some(rev),
+                                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                                    None
+                                }
+                                Err(e) => {
+                                    return Err(nats_err(
+                                        format!("renew lease of {}", self.host),
+                                        e,
+                                    ))
+                                }
+                            }
+                        }
                     }
+                    _ if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
                     _ => return Err(nats_err(format!("take lease for {}", self.host), e)),
                 },
             },

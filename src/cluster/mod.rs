@@ -24,6 +24,7 @@
 mod compact;
 mod lease;
 mod mirror;
+mod requested_sweep;
 mod sink;
 pub mod subjects;
 
@@ -655,6 +656,18 @@ impl ClusterNode {
         lease: &SweepLease,
         now: Timestamp,
     ) -> ClusterResult<Vec<(Lsn, Event)>> {
+        self.sweep_as(lease, Some(own_origin()), now).await
+    }
+
+    /// [`ClusterNode::sweep`] with the events' origin: the daemon's own for
+    /// its periodic sweep, the requester's for an explicit one
+    /// ([`ClusterNode::sweep_requested`]).
+    pub(crate) async fn sweep_as(
+        &self,
+        lease: &SweepLease,
+        origin: Option<Origin>,
+        now: Timestamp,
+    ) -> ClusterResult<Vec<(Lsn, Event)>> {
         if !lease.acquire_or_renew().await? {
             return Ok(Vec::new());
         }
@@ -668,7 +681,7 @@ impl ClusterNode {
         let mut done = Vec::new();
         for agent in planned {
             let (event, lsn) = self
-                .decide(Some(own_origin()), |s| {
+                .decide(origin, |s| {
                     let e = s
                         .agent(&agent)
                         .and_then(|a| sweep_agent(a, now, policy, &NoProbe));

@@ -51,6 +51,10 @@ impl CommandSink for ClusterNode {
         Ok(self.block_on(self.heartbeat_acked(origin, agent, pid, Some(at), durable))?)
     }
 
+    fn sweep(&self, origin: Option<Origin>, now: Timestamp) -> StoreResult<Vec<(Lsn, Event)>> {
+        Ok(self.block_on(self.sweep_requested(origin, now))?)
+    }
+
     fn compact(
         &self,
         origin: Option<Origin>,

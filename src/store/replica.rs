@@ -53,6 +53,10 @@ pub trait CommandSink: Send + Sync {
         at: Timestamp,
         durable: bool,
     ) -> StoreResult<Lsn>;
+    /// An explicit sweep at `now`: the same path as the periodic one, under
+    /// the fleet's sweeper lease (docs/scaling.md §7); refused when another
+    /// host holds it.
+    fn sweep(&self, origin: Option<Origin>, now: Timestamp) -> StoreResult<Vec<(Lsn, Event)>>;
     /// Compacts the fleet's stream at `now` with `opts`' retention (one
     /// host at a time), returns once the local mirror folded the marker
     /// and compacted its log up to it (docs/scaling.md §6).
@@ -234,6 +238,9 @@ mod tests {
             _: Timestamp,
             _: bool,
         ) -> StoreResult<Lsn> {
+            Err(StoreError::Replication("unreachable sink".into()))
+        }
+        fn sweep(&self, _: Option<Origin>, _: Timestamp) -> StoreResult<Vec<(Lsn, Event)>> {
             Err(StoreError::Replication("unreachable sink".into()))
         }
         fn compact(

@@ -666,3 +666,58 @@ fn a_paused_sweeper_loses_its_lease_and_no_agent_is_swept_twice() {
         "exports differ at sequence {last}"
     );
 }
+
+/// One sweep path on a replica (docs/scaling.md §7): an explicit `sweep`
+/// through a daemon goes through the fleet's sweeper lease, as the periodic
+/// sweep does. The first host asked takes the lease and sweeps (the changes
+/// carry the requester's pid); another host is refused, naming the holder;
+/// asked again, the holder sweeps nothing; every agent is swept once.
+#[test]
+fn an_explicit_sweep_on_a_replica_goes_through_the_sweeper_lease() {
+    let nats = cluster("xsw");
+    let no_sweep = ["--sweep-every", "0"];
+    let hosts: Vec<Host> = ["x0", "x1"]
+        .iter()
+        .map(|id| Host::start(&nats, "xsw", id, &no_sweep))
+        .collect();
+    for (i, name) in ["q0", "q1", "q2"].iter().enumerate() {
+        let pid = format!("{}", 300 + i);
+        hosts[i % 2].ok(&[
+            "register",
+            name,
+            "--provider",
+            "claude",
+            "--cwd",
+            "/w",
+            "--pid",
+            &pid,
+            "--at",
+            &at(1),
+        ]);
+    }
+    converge(&[&hosts[0], &hosts[1]]);
+    let later = "2030-01-01T01:00:00Z";
+    let swept: Value =
+        serde_json::from_str(&hosts[1].ok(&["--json", "sweep", "--now", later, "--force-time"]))
+            .unwrap();
+    assert_eq!(swept["changes"].as_array().unwrap().len(), 3, "{swept}");
+    let out = hosts[0]
+        .store
+        .run(&["sweep", "--now", later, "--force-time"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host x1 holds the sweeper lease"), "{err}");
+    let again: Value =
+        serde_json::from_str(&hosts[1].ok(&["--json", "sweep", "--now", later, "--force-time"]))
+            .unwrap();
+    assert_eq!(again["changes"], json!([]), "{again}");
+    converge(&[&hosts[0], &hosts[1]]);
+    let by_agent = sweeps(&hosts[0]);
+    assert_eq!(by_agent.len(), 3, "{by_agent:?}");
+    let daemon_pid = u64::from(hosts[1].daemon().pid());
+    for (agent, pids) in &by_agent {
+        assert_eq!(pids.len(), 1, "{agent} swept {pids:?}");
+        // Asked for by the CLI process, not decided by the daemon's clock.
+        assert_ne!(pids[0], daemon_pid, "{agent}");
+    }
+}
