@@ -385,7 +385,7 @@ fn compact_through_a_replica_compacts_the_stream_for_every_host() {
     assert!(ex[0] == ex[1] && ex[1] == ex[2], "exports differ at {last}");
     for h in &hosts {
         let list: Value = serde_json::from_str(&h.ok(&["--json", "list"])).unwrap();
-        let names: Vec<&str> = list
+        let names: Vec<&str> = list["agents"]
             .as_array()
             .unwrap()
             .iter()
