@@ -655,9 +655,9 @@ impl Store {
 
     /// Sweeps at `now` (default: the clock): lease expiry and process
     /// identity. The changes are appended as one batch; returns them. A
-    /// replica sweeps lease expiry only (a process probe means something
-    /// only on the agent's own host, docs/scaling.md §7), each change
-    /// published on its own, conditionally on its agent.
+    /// replica sweeps as its periodic sweep does (docs/scaling.md §7): under
+    /// the fleet's sweeper lease, lease expiry only, each change published
+    /// on its own, conditionally on its agent.
     pub fn sweep(
         &self,
         now: Option<Timestamp>,
@@ -665,15 +665,7 @@ impl Store {
     ) -> StoreResult<Vec<(Lsn, Event)>> {
         let now = now_or(now);
         if let Some(sink) = self.sink()? {
-            let policy = &self.core.opts.sweep;
-            return sink.command(current_origin(), &mut |s| {
-                Ok(crate::registry::sweep(
-                    s,
-                    now,
-                    policy,
-                    &crate::registry::NoProbe,
-                ))
-            });
+            return sink.sweep(current_origin(), now);
         }
         let mut changes = Vec::new();
         let lsns = self.command_local(|s| {

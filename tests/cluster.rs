@@ -1,5 +1,6 @@
 //! Several hosts over a real 3-node NATS JetStream cluster: convergence, races
-//! for a name, the sweeper lease, NATS servers SIGKILLed under load, and
+//! for a name, the sweeper lease, compaction of the stream (a property test),
+//! NATS servers SIGKILLed under load, and
 //! `serve --nats` daemons driven by the real CLI and the Python client, and
 //! `agentlog bench cluster` run for real against NATS and etcd.
 //!
@@ -10,6 +11,7 @@ mod support;
 
 mod cluster {
     mod bench;
+    mod compaction;
     mod convergence;
     mod daemon;
     mod nats_kill;

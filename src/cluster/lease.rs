@@ -1,5 +1,7 @@
 //! The sweeper lease (docs/scaling.md §7): one key in a JetStream KV bucket
-//! says which host sweeps and compacts.
+//! says which host sweeps. The same bucket holds the compaction lock
+//! (docs/scaling.md §6), another key taken the same way for the length of
+//! one compaction.
 //!
 //! A host takes the key with *create* (fails if it exists) and keeps it with
 //! *update* at the revision it holds; the bucket's TTL expires the key of a
@@ -12,12 +14,15 @@ use async_nats::jetstream::{self, kv};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// The key in the bucket.
-const KEY: &str = "sweeper";
+/// The sweeper's key in the bucket.
+const SWEEPER: &str = "sweeper";
+/// The key a host holds while it compacts the stream.
+const COMPACTOR: &str = "compactor";
 
 /// One host's handle on the fleet's sweeper lease.
 pub struct SweepLease {
     kv: kv::Store,
+    key: &'static str,
     host: String,
     /// Revision of the key this host wrote last, while it holds the lease.
     held: Mutex<Option<u64>>,
@@ -41,6 +46,28 @@ impl SweepLease {
         ttl: Duration,
         replicas: usize,
     ) -> ClusterResult<SweepLease> {
+        Self::open_key(js, fleet, host, ttl, replicas, SWEEPER).await
+    }
+
+    /// The compaction lock of the fleet (same bucket, its own key).
+    pub async fn compaction_lock(
+        js: &jetstream::Context,
+        fleet: &str,
+        host: &str,
+        ttl: Duration,
+        replicas: usize,
+    ) -> ClusterResult<SweepLease> {
+        Self::open_key(js, fleet, host, ttl, replicas, COMPACTOR).await
+    }
+
+    async fn open_key(
+        js: &jetstream::Context,
+        fleet: &str,
+        host: &str,
+        ttl: Duration,
+        replicas: usize,
+        key: &'static str,
+    ) -> ClusterResult<SweepLease> {
         let bucket = format!("agentlog_{fleet}_lease");
         let kv = match js.get_key_value(&bucket).await {
             Ok(kv) => kv,
@@ -57,6 +84,7 @@ impl SweepLease {
         };
         Ok(SweepLease {
             kv,
+            key,
             host: host.to_string(),
             held: Mutex::new(None),
         })
@@ -68,23 +96,40 @@ impl SweepLease {
         let held = *self.held.lock().unwrap_or_else(|e| e.into_inner());
         let value = self.host.clone().into_bytes().into();
         let revision = match held {
-            Some(rev) => match self.kv.update(KEY, value, rev).await {
+            Some(rev) => match self.kv.update(self.key, value, rev).await {
                 Ok(rev) => Some(rev),
                 Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => None,
                 Err(e) => return Err(nats_err(format!("renew lease of {}", self.host), e)),
             },
-            None => match self.kv.create(KEY, value).await {
+            None => match self.kv.create(self.key, value).await {
                 Ok(rev) => Some(rev),
-                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
-                // Two creates racing: the loser gets "wrong last sequence"
-                // (10164) rather than "already exists"; the key tells.
-                Err(e) => match self.kv.entry(KEY).await {
-                    Ok(Some(entry))
-                        if entry.operation == kv::Operation::Put
-                            && entry.value.as_ref() != self.host.as_bytes() =>
-                    {
-                        None
+                // Held: by another host, or by this host through another
+                // handle (the daemon's periodic sweeper and an explicit
+                // `sweep`, or a daemon restarted before its key expired),
+                // which this handle then renews. Two creates racing: the
+                // loser gets "wrong last sequence" (10164) rather than
+                // "already exists"; the key tells.
+                Err(e) => match self.kv.entry(self.key).await {
+                    Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
+                        if entry.value.as_ref() != self.host.as_bytes() {
+                            None
+                        } else {
+                            let value = self.host.clone().into_bytes().into();
+                            match self.kv.update(self.key, value, entry.revision).await {
+                                Ok(rev) => Some(rev),
+                                Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                                    None
+                                }
+                                Err(e) => {
+                                    return Err(nats_err(
+                                        format!("renew lease of {}", self.host),
+                                        e,
+                                    ))
+                                }
+                            }
+                        }
                     }
+                    _ if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
                     _ => return Err(nats_err(format!("take lease for {}", self.host), e)),
                 },
             },
@@ -101,12 +146,23 @@ impl SweepLease {
             .is_some()
     }
 
+    /// The host holding the key now, as the bucket says (`None`: free).
+    pub async fn holder(&self) -> ClusterResult<Option<String>> {
+        match self.kv.entry(self.key).await {
+            Ok(Some(e)) if e.operation == kv::Operation::Put => {
+                Ok(Some(String::from_utf8_lossy(&e.value).into_owned()))
+            }
+            Ok(_) => Ok(None),
+            Err(e) => Err(nats_err(format!("read lease key {}", self.key), e)),
+        }
+    }
+
     /// Gives the lease up (a clean shutdown), if held.
     pub async fn release(&self) -> ClusterResult<()> {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(rev) = held {
             self.kv
-                .delete_expect_revision(KEY, Some(rev))
+                .delete_expect_revision(self.key, Some(rev))
                 .await
                 .map_err(|e| nats_err(format!("release lease of {}", self.host), e))?;
         }

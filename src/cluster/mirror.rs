@@ -7,8 +7,12 @@
 //! under the same lock as the store, so a validator never pairs an older
 //! state with a newer expectation. A consumer that fails (a NATS node died,
 //! a reconnect) is recreated from `applied + 1`: nothing is applied twice.
+//! Sequences the stream's compaction deleted are held locally by `Purged`
+//! fillers; on folding a compaction marker the mirror compacts the local
+//! log up to it before it announces the marker or folds anything after it
+//! (docs/scaling.md §6).
 
-use crate::registry::{codec, Lsn};
+use crate::registry::{codec, tag, Lsn};
 use crate::store::{Store, StoreError};
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
 use async_nats::jetstream::stream::Stream;
@@ -44,6 +48,9 @@ impl Shared {
         let view = store.view();
         for rec in view.iter_from(0) {
             let rec = rec?;
+            if is_tag(rec.payload, tag::PURGED) {
+                continue; // a local filler, not on any subject of the stream
+            }
             let event = codec::decode(rec.payload).map_err(|source| StoreError::Decode {
                 dir: store.dir().to_path_buf(),
                 lsn: rec.lsn,
@@ -75,7 +82,28 @@ impl Shared {
         lock(&self.failure).clone()
     }
 
-    fn apply(&self, seq: Lsn, subject: &str, payload: &[u8]) -> Result<(), StoreError> {
+    /// Corrects a subject's last sequence to what the stream says (after a
+    /// compaction deleted the record the map named; see
+    /// `ClusterNode::refresh_subject`). Only ever lowers it: a higher value
+    /// is a record the mirror folded since the stream was asked.
+    pub fn correct_folded(&self, subject: &str, last: Lsn) {
+        let mut folded = lock(&self.folded);
+        match folded.get_mut(subject) {
+            Some(seq) if *seq > last => *seq = last,
+            _ => {}
+        }
+    }
+
+    /// Applies one stream message; announces it on `applied` unless
+    /// `announce` is false (a compaction marker is announced once the
+    /// local log is compacted up to it).
+    fn apply(
+        &self,
+        seq: Lsn,
+        subject: &str,
+        payload: &[u8],
+        announce: bool,
+    ) -> Result<(), StoreError> {
         {
             let mut folded = lock(&self.folded);
             self.store.append_replicated(seq, payload)?;
@@ -86,9 +114,37 @@ impl Shared {
                 }
             }
         }
-        self.applied.send_replace(seq);
+        if announce {
+            self.applied.send_replace(seq);
+        }
         Ok(())
     }
+}
+
+/// Whether an encoded event has tag `t` (origin flag aside).
+fn is_tag(payload: &[u8], t: u8) -> bool {
+    payload
+        .first()
+        .is_some_and(|b| b & !codec::ORIGIN_FLAG == t)
+}
+
+/// After the mirror folded a compaction marker at `seq`: compacts the
+/// local log up to it at the marker's time (a blocking rewrite, run off the
+/// runtime's workers; the mirror waits, so nothing is appended meanwhile).
+async fn compact_local(shared: &Shared, seq: Lsn, payload: &[u8]) -> Result<(), String> {
+    let at = codec::decode(payload).map_err(|e| e.to_string())?.at;
+    let store = shared.store.clone();
+    let report = tokio::task::spawn_blocking(move || store.compact_mirrored(seq, at))
+        .await
+        .map_err(|e| format!("local compaction task: {e}"))?
+        .map_err(|e| format!("local compaction up to the marker at {seq}: {e}"))?;
+    tracing::info!(
+        marker = seq,
+        dropped = report.events_dropped,
+        bytes_after = report.bytes_after,
+        "compacted the local log after the stream's compaction"
+    );
+    Ok(())
 }
 
 /// The mirror loop: runs until the task is aborted, or a record cannot be
@@ -162,14 +218,22 @@ async fn consume_from(shared: &Shared, stream: &Stream, start: Lsn) -> Result<()
         if seq <= applied {
             continue; // redelivered after a consumer reset
         }
+        let fatal = |e: &dyn std::fmt::Display| {
+            MirrorError::Fatal(format!(
+                "stream {} sequence {seq} (subject {}): {e}",
+                stream.cached_info().config.name,
+                msg.subject
+            ))
+        };
+        let marker = is_tag(&msg.payload, tag::STREAM_COMPACTED);
         shared
-            .apply(seq, msg.subject.as_str(), &msg.payload)
-            .map_err(|e| {
-                MirrorError::Fatal(format!(
-                    "stream {} sequence {seq} (subject {}): {e}",
-                    stream.cached_info().config.name,
-                    msg.subject
-                ))
-            })?;
+            .apply(seq, msg.subject.as_str(), &msg.payload, !marker)
+            .map_err(|e| fatal(&e))?;
+        if marker {
+            compact_local(shared, seq, &msg.payload)
+                .await
+                .map_err(|e| fatal(&e))?;
+            shared.applied.send_replace(seq);
+        }
     }
 }

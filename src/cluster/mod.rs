@@ -4,8 +4,8 @@
 //!
 //! A [`ClusterNode`] owns a local [`Store`] and a connection to the
 //! cluster. Invariants:
-//! * the local log is a gap-free prefix of the stream, LSN = stream
-//!   sequence ([`mirror`]); every write goes through the stream, never
+//! * the local log is a prefix of the stream, LSN = stream sequence, with
+//!   `Purged` fillers where compaction deleted a sequence ([`mirror`]); every write goes through the stream, never
 //!   straight into the local store;
 //! * a command is validated against the folded state and published with
 //!   `Nats-Expected-Last-Subject-Sequence` = the last sequence of its subject
@@ -17,10 +17,14 @@
 //! * every durable publish carries a `Nats-Msg-Id` kept across its retries,
 //!   so a publish retried after a lost ack is stored once;
 //! * lazy heartbeats are asynchronous publishes with a bounded number of
-//!   acks in flight (back-pressure past it).
+//!   acks in flight (back-pressure past it);
+//! * compaction runs on the stream, one host at a time, behind a marker
+//!   whose fold removes what it deletes ([`compact`]).
 
+mod compact;
 mod lease;
 mod mirror;
+mod requested_sweep;
 mod sink;
 pub mod subjects;
 
@@ -398,6 +402,7 @@ impl ClusterNode {
                 return Ok(done);
             }
             self.catch_up().await?;
+            self.refresh_subject(&lost_on).await?;
         }
         Err(ClusterError::Conflict {
             subject: lost_on,
@@ -651,6 +656,18 @@ impl ClusterNode {
         lease: &SweepLease,
         now: Timestamp,
     ) -> ClusterResult<Vec<(Lsn, Event)>> {
+        self.sweep_as(lease, Some(own_origin()), now).await
+    }
+
+    /// [`ClusterNode::sweep`] with the events' origin: the daemon's own for
+    /// its periodic sweep, the requester's for an explicit one
+    /// ([`ClusterNode::sweep_requested`]).
+    pub(crate) async fn sweep_as(
+        &self,
+        lease: &SweepLease,
+        origin: Option<Origin>,
+        now: Timestamp,
+    ) -> ClusterResult<Vec<(Lsn, Event)>> {
         if !lease.acquire_or_renew().await? {
             return Ok(Vec::new());
         }
@@ -664,7 +681,7 @@ impl ClusterNode {
         let mut done = Vec::new();
         for agent in planned {
             let (event, lsn) = self
-                .decide(Some(own_origin()), |s| {
+                .decide(origin, |s| {
                     let e = s
                         .agent(&agent)
                         .and_then(|a| sweep_agent(a, now, policy, &NoProbe));

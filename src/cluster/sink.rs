@@ -50,4 +50,17 @@ impl CommandSink for ClusterNode {
     ) -> StoreResult<Lsn> {
         Ok(self.block_on(self.heartbeat_acked(origin, agent, pid, Some(at), durable))?)
     }
+
+    fn sweep(&self, origin: Option<Origin>, now: Timestamp) -> StoreResult<Vec<(Lsn, Event)>> {
+        Ok(self.block_on(self.sweep_requested(origin, now))?)
+    }
+
+    fn compact(
+        &self,
+        origin: Option<Origin>,
+        now: Timestamp,
+        opts: &crate::compact::CompactOptions,
+    ) -> StoreResult<crate::compact::CompactionReport> {
+        Ok(self.block_on(self.compact_stream(origin, now, opts))?)
+    }
 }

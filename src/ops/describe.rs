@@ -183,6 +183,21 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
                 None => format!("`{agent}` {change}"),
             }
         }
+        EventKind::StreamCompacted {
+            upto,
+            agents,
+            messages,
+            sessions,
+        } => {
+            why = Some("compaction of the fleet's stream".to_string());
+            format!(
+                "stream compacted up to #{upto}: {} agent(s), {} message(s), {} session(s) removed",
+                agents.len(),
+                messages.len(),
+                sessions.len()
+            )
+        }
+        EventKind::Purged => "a record compaction deleted from the stream".to_string(),
     };
     Description { what, why }
 }

@@ -148,6 +148,13 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
             client,
             cause,
         } => put_body(buf, &(agent, client, cause)),
+        EventKind::StreamCompacted {
+            upto,
+            agents,
+            messages,
+            sessions,
+        } => put_body(buf, &(upto, agents, messages, sessions)),
+        EventKind::Purged => put_body(buf, &()),
     }
 }
 
@@ -324,6 +331,20 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
                 client,
                 cause,
             }
+        }
+        tag::STREAM_COMPACTED => {
+            let (upto, agents, messages, sessions): (Lsn, Vec<String>, Vec<Lsn>, Vec<SessionKey>) =
+                body(t, b)?;
+            EventKind::StreamCompacted {
+                upto,
+                agents,
+                messages,
+                sessions,
+            }
+        }
+        tag::PURGED => {
+            body::<()>(t, b)?;
+            EventKind::Purged
         }
         _ => unreachable!("decode_header rejects unknown tags"),
     };
@@ -509,7 +530,7 @@ mod tests {
                 key: key.clone(),
                 ttl_ms: 1,
             },
-            EventKind::SessionClosed { key },
+            EventKind::SessionClosed { key: key.clone() },
             EventKind::AgentImported(Box::new(Agent::new("a1", "codex", "/", at))),
             EventKind::MessagesDropped {
                 dropped: vec![DroppedMessage {
@@ -537,6 +558,13 @@ mod tests {
                 client: None,
                 cause: TransportCause::Registration,
             },
+            EventKind::StreamCompacted {
+                upto: 41,
+                agents: vec!["old".into()],
+                messages: vec![3, 9],
+                sessions: vec![key],
+            },
+            EventKind::Purged,
         ];
         kinds.into_iter().map(|kind| Event { at, kind }).collect()
     }

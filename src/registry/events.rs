@@ -31,13 +31,15 @@ pub mod tag {
     pub const MESSAGES_DROPPED: u8 = 12;
     pub const DISPLAY_NAME_SET: u8 = 13;
     pub const TRANSPORT_CLIENT_SET: u8 = 14;
+    pub const STREAM_COMPACTED: u8 = 15;
+    pub const PURGED: u8 = 16;
     /// The highest tag this build knows.
-    pub const MAX_KNOWN: u8 = 14;
+    pub const MAX_KNOWN: u8 = 16;
 
     /// Whether this build can decode `tag` (tags 1..=MAX_KNOWN today; a
     /// reserved, never-written tag would make a gap).
     pub const fn is_known(tag: u8) -> bool {
-        matches!(tag, AGENT_REGISTERED..=TRANSPORT_CLIENT_SET)
+        matches!(tag, AGENT_REGISTERED..=PURGED)
     }
 
     /// The kind's name for a tag, for error messages.
@@ -57,6 +59,8 @@ pub mod tag {
             MESSAGES_DROPPED => "MessagesDropped",
             DISPLAY_NAME_SET => "DisplayNameSet",
             TRANSPORT_CLIENT_SET => "TransportClientSet",
+            STREAM_COMPACTED => "StreamCompacted",
+            PURGED => "Purged",
             _ => "unknown",
         }
     }
@@ -275,6 +279,23 @@ pub enum EventKind {
         client: Option<TransportClient>,
         cause: TransportCause,
     },
+    /// The fleet's stream was compacted (docs/scaling.md §6): the records
+    /// `<= upto` of these agents, messages and sessions were deleted from it
+    /// (retired or removed agents, expired or dropped messages, ended
+    /// sessions). Folding it removes them, as retention did on the host that
+    /// compacted, so a host that folded only part of the deleted records
+    /// (it was away, or it read the stream while the deletion ran) ends in
+    /// the same state. Written only at stream sequence `upto + 1`.
+    StreamCompacted {
+        upto: Lsn,
+        agents: Vec<String>,
+        messages: Vec<Lsn>,
+        sessions: Vec<SessionKey>,
+    },
+    /// A stream sequence that compaction deleted before this replica read
+    /// it: the local log holds this in its place, so its LSNs stay the
+    /// stream's sequences. Folds to nothing; compaction drops it.
+    Purged,
 }
 
 /// One message a [`EventKind::MessagesDropped`] removed: enough for the
@@ -320,6 +341,8 @@ impl EventKind {
             EventKind::MessagesDropped { .. } => tag::MESSAGES_DROPPED,
             EventKind::DisplayNameSet { .. } => tag::DISPLAY_NAME_SET,
             EventKind::TransportClientSet { .. } => tag::TRANSPORT_CLIENT_SET,
+            EventKind::StreamCompacted { .. } => tag::STREAM_COMPACTED,
+            EventKind::Purged => tag::PURGED,
         }
     }
 
@@ -340,7 +363,9 @@ impl EventKind {
             EventKind::SessionOpened { .. }
             | EventKind::SessionHeartbeat { .. }
             | EventKind::SessionClosed { .. }
-            | EventKind::MessagesDropped { .. } => None,
+            | EventKind::MessagesDropped { .. }
+            | EventKind::StreamCompacted { .. }
+            | EventKind::Purged => None,
         }
     }
 

@@ -16,6 +16,8 @@
 //! longer count as anomalies). `MessagesDropped` records name messages that
 //! are gone, so they are never kept, and [`State::retain`] clears the drop
 //! tally with them: `stats` counts cap drops since the last compaction.
+//! A stream's compaction marker (`StreamCompacted`) is kept; `Purged`
+//! fillers never are.
 
 use super::events::{Event, EventKind, Lsn, SessionKey};
 use super::state::State;
@@ -96,20 +98,36 @@ impl State {
     /// Applies [`retention`] at `now`; returns what it removed.
     pub fn retain(&mut self, now: Timestamp, policy: &RetentionPolicy) -> Retention {
         let r = retention(self, now, policy);
-        if !r.retired_agents.is_empty() {
-            self.agents.retain(|a| !r.retired_agents.contains(&a.name));
+        self.remove_retired(
+            |name| r.retired_agents.contains(name),
+            |id| r.expired_messages.contains(&id),
+            |key| r.timed_out_sessions.contains(key),
+        );
+        r
+    }
+
+    /// Removes what retention (or a [`EventKind::StreamCompacted`] marker)
+    /// names: agents, messages and sessions; strips read receipts of agents
+    /// no longer there and restarts the cap-drop tally. Names that are not
+    /// in the state are ignored.
+    pub(crate) fn remove_retired(
+        &mut self,
+        agent: impl Fn(&str) -> bool,
+        message: impl Fn(Lsn) -> bool,
+        session: impl Fn(&SessionKey) -> bool,
+    ) {
+        if self.agents.iter().any(|a| agent(&a.name)) {
+            self.agents.retain(|a| !agent(&a.name));
         }
-        self.drop_messages_where(|m| r.expired_messages.contains(&m.id));
+        self.drop_messages_where(|m| message(m.id));
         let agents = &self.agents;
         for m in &mut self.messages {
             m.read_by.retain(|reader| agents.contains(reader));
         }
-        self.sessions
-            .retain(|k, _| !r.timed_out_sessions.contains(k));
+        self.sessions.retain(|k, _| !session(k));
         // Drop events name messages that are gone, so compaction drops them
         // too: the tally restarts with the compacted generation.
         self.drops.clear();
-        r
     }
 
     /// What survives of this (already retained) state, for [`Kept::keeps`].
@@ -141,6 +159,9 @@ impl Kept {
             EventKind::SessionOpened { key, .. }
             | EventKind::SessionHeartbeat { key, .. }
             | EventKind::SessionClosed { key } => self.sessions.contains(key),
+            // A replica keeps the stream's markers, as the stream does
+            // (docs/scaling.md §6); folding one again removes nothing.
+            EventKind::StreamCompacted { .. } => true,
             kind => kind
                 .subject_agent()
                 .is_some_and(|a| self.agents.contains(a)),

@@ -313,6 +313,24 @@ impl State {
                     }
                 }
             }
+            EventKind::StreamCompacted {
+                agents,
+                messages,
+                sessions,
+                ..
+            } => {
+                // Hashed: a marker may name many of each.
+                use std::collections::HashSet;
+                let agents: HashSet<&str> = agents.iter().map(String::as_str).collect();
+                let messages: HashSet<Lsn> = messages.iter().copied().collect();
+                let sessions: HashSet<&SessionKey> = sessions.iter().collect();
+                self.remove_retired(
+                    |name| agents.contains(name),
+                    |id| messages.contains(&id),
+                    |key| sessions.contains(key),
+                );
+            }
+            EventKind::Purged => {}
         }
     }
 

@@ -5,7 +5,7 @@
 //! fold of the compacted log, and a snapshot of the new log generation exists,
 //! so reopening neither resurrects retired agents nor refolds everything.
 
-use super::{Store, StoreResult};
+use super::{current_origin, Store, StoreResult};
 use crate::time::Timestamp;
 
 impl Store {
@@ -19,14 +19,53 @@ impl Store {
         now: Timestamp,
         opts: &crate::compact::CompactOptions,
     ) -> StoreResult<crate::compact::CompactionReport> {
-        if self.is_replica() && !opts.dry_run {
+        // A replica compacts the fleet's stream (docs/scaling.md §6); its
+        // log follows when the mirror folds the marker. A dry run plans
+        // over the local mirror.
+        if !opts.dry_run {
+            if let Some(sink) = self.sink()? {
+                return sink.compact(current_origin(), now, opts);
+            }
+        }
+        self.compact_log(now, opts)
+    }
+
+    /// A replica's mirror, on folding a stream compaction marker at `lsn`
+    /// (its last applied record): compacts the local log up to it. The
+    /// marker's fold already removed what the stream's compaction removed,
+    /// so this retires nothing more (a retention that keeps everything); it
+    /// drops the records of what the state no longer holds, the `Purged`
+    /// fillers, and collapses heartbeat runs, so the fold of the compacted
+    /// log is the state the marker left.
+    pub(crate) fn compact_mirrored(
+        &self,
+        lsn: crate::registry::Lsn,
+        now: Timestamp,
+    ) -> StoreResult<crate::compact::CompactionReport> {
+        let applied = self.applied_lsn();
+        if applied != lsn {
             return Err(super::StoreError::Replication(format!(
-                "{}: compaction of a replica is compaction of the fleet's stream, which is not \
-                 built yet (docs/scaling.md §6); nothing was compacted (`compact --dry-run` \
-                 still reports what it would drop)",
+                "{}: compaction marker at lsn {lsn} but the mirror is at {applied}",
                 self.dir().display()
             )));
         }
+        let keep_all = crate::compact::CompactOptions {
+            policy: crate::registry::RetentionPolicy {
+                presence_ttl_ms: i64::MAX / 4,
+                keep_finished: usize::MAX,
+            },
+            ..Default::default()
+        };
+        self.compact_log(now, &keep_all)
+    }
+
+    /// The local compaction itself: [`Store::compact`] of a store that is
+    /// not a replica.
+    fn compact_log(
+        &self,
+        now: Timestamp,
+        opts: &crate::compact::CompactOptions,
+    ) -> StoreResult<crate::compact::CompactionReport> {
         let started = crate::telemetry::start();
         let (state, upto) = {
             let g = self.write();

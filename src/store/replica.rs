@@ -2,9 +2,10 @@
 //! whose log mirrors a fleet's stream of record.
 //!
 //! * [`Store::append_replicated`] appends a message of the stream at LSN =
-//!   its stream sequence. Invariant: the local log stays a gap-free prefix
-//!   of the stream; a record is appended only at the log's next LSN, and
-//!   only after its payload decoded. The event was validated by the host
+//!   its stream sequence. Invariant: local LSN = stream sequence; a record
+//!   is appended only at or after the log's next LSN, and only after its
+//!   payload decoded; the sequences before it that the stream's compaction
+//!   deleted are held by `Purged` fillers (folding to nothing). The event was validated by the host
 //!   that published it; here it is a fact.
 //! * A [`CommandSink`] installed by the cluster code takes every command the
 //!   store is asked for (`register` … `sweep`, `import`): it validates them
@@ -52,6 +53,19 @@ pub trait CommandSink: Send + Sync {
         at: Timestamp,
         durable: bool,
     ) -> StoreResult<Lsn>;
+    /// An explicit sweep at `now`: the same path as the periodic one, under
+    /// the fleet's sweeper lease (docs/scaling.md §7); refused when another
+    /// host holds it.
+    fn sweep(&self, origin: Option<Origin>, now: Timestamp) -> StoreResult<Vec<(Lsn, Event)>>;
+    /// Compacts the fleet's stream at `now` with `opts`' retention (one
+    /// host at a time), returns once the local mirror folded the marker
+    /// and compacted its log up to it (docs/scaling.md §6).
+    fn compact(
+        &self,
+        origin: Option<Origin>,
+        now: Timestamp,
+        opts: &crate::compact::CompactOptions,
+    ) -> StoreResult<crate::compact::CompactionReport>;
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -160,10 +174,11 @@ impl Store {
         }
     }
 
-    /// Appends `payload` (one encoded event) at `lsn` and folds it. `lsn` must
-    /// be the log's next LSN: a stream sequence that skips one is refused
-    /// with an error naming both (nothing is appended), because the local
-    /// log's LSNs are the stream's sequences.
+    /// Appends `payload` (one encoded event) at `lsn` and folds it. `lsn` is
+    /// at least the log's next LSN (an older one is refused, naming both);
+    /// the sequences it skips were deleted from the stream by a compaction
+    /// and are held by `Purged` fillers, because the local log's LSNs are
+    /// the stream's sequences.
     pub fn append_replicated(&self, lsn: Lsn, payload: &[u8]) -> StoreResult<()> {
         let event = codec::decode(payload).map_err(|source| StoreError::Decode {
             dir: self.core.dir.clone(),
@@ -172,14 +187,26 @@ impl Store {
         })?;
         let mut g = self.write();
         let next = self.core.log.next_lsn();
-        if lsn != next {
+        if lsn < next {
             return Err(StoreError::Log(crate::log::LogError::InvalidArgument(
                 format!(
-                    "log {}: replicated record at lsn {lsn} but the next lsn is {next} \
-                 (the local log must hold every stream sequence before it)",
-                    self.core.log.dir().display()
+                    "log {}: replicated record at lsn {lsn} but the log already holds up to lsn {}",
+                    self.core.log.dir().display(),
+                    next - 1
                 ),
             )));
+        }
+        // Sequences the stream's compaction deleted before this replica read
+        // them: a `Purged` filler each, so LSNs stay the stream's (the main
+        // log has no gaps; the next local compaction drops the fillers).
+        if lsn > next {
+            let filler = codec::encode(&Event {
+                at: event.at,
+                kind: crate::registry::EventKind::Purged,
+            });
+            for _ in next..lsn {
+                self.core.log.append(&filler, Durability::Lazy)?;
+            }
         }
         let appended = self.core.log.append(payload, Durability::Lazy)?;
         debug_assert_eq!(appended, lsn);
@@ -211,6 +238,17 @@ mod tests {
             _: Timestamp,
             _: bool,
         ) -> StoreResult<Lsn> {
+            Err(StoreError::Replication("unreachable sink".into()))
+        }
+        fn sweep(&self, _: Option<Origin>, _: Timestamp) -> StoreResult<Vec<(Lsn, Event)>> {
+            Err(StoreError::Replication("unreachable sink".into()))
+        }
+        fn compact(
+            &self,
+            _: Option<Origin>,
+            _: Timestamp,
+            _: &crate::compact::CompactOptions,
+        ) -> StoreResult<crate::compact::CompactionReport> {
             Err(StoreError::Replication("unreachable sink".into()))
         }
     }
@@ -247,7 +285,7 @@ mod tests {
         assert!(e.to_string().contains("unreachable sink"), "{e}");
         let now = Timestamp::from_secs(1_900_000_000);
         let e = store.compact(now, &Default::default()).unwrap_err();
-        assert!(e.to_string().contains("not built yet"), "{e}");
+        assert!(e.to_string().contains("unreachable sink"), "{e}");
         // Once the sink is gone, commands fail instead of appending here.
         drop(sink);
         let e = store.register(reg("b"), None).unwrap_err().to_string();

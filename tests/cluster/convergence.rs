@@ -188,12 +188,13 @@ async fn three_hosts_converge_to_identical_exports() {
     }
 }
 
-/// The mirror's append keeps the local log a gap-free prefix of the stream:
-/// a skipped sequence or an undecodable payload is refused, naming the
-/// LSN, and nothing is appended.
+/// The mirror's append keeps LSN = stream sequence: a sequence the stream's
+/// compaction deleted before this host read it is held by a `Purged`
+/// filler (folding to nothing); an older sequence or an undecodable payload
+/// is refused, naming the LSN, and nothing is appended.
 #[test]
-fn replicated_appends_refuse_gaps_and_bad_payloads() {
-    use agentlog::registry::{encode, Event, EventKind};
+fn replicated_appends_fill_gaps_and_refuse_old_sequences_and_bad_payloads() {
+    use agentlog::registry::{decode, encode, Event, EventKind};
     let dir = tempfile::tempdir().unwrap();
     let store = agentlog::store::Store::open(dir.path(), store_options()).unwrap();
     let event = Event {
@@ -204,20 +205,48 @@ fn replicated_appends_refuse_gaps_and_bad_payloads() {
         },
     };
     store.append_replicated(1, &encode(&event)).unwrap();
-    let gap = store
-        .append_replicated(3, &encode(&event))
-        .unwrap_err()
-        .to_string();
-    assert!(
-        gap.contains("lsn 3") && gap.contains("next lsn is 2"),
-        "{gap}"
-    );
     let bad = store
         .append_replicated(2, &[0xee, 1, 2])
         .unwrap_err()
         .to_string();
     assert!(bad.contains("lsn 2"), "{bad}");
     assert_eq!(store.log().last_lsn(), Some(1));
-    assert_eq!(store.applied_lsn(), 1);
-    assert_eq!(store.state().agent("solo").unwrap().pid, Some(7));
+    // Sequences 2 and 3 were deleted from the stream: 4 comes next.
+    let beat = Event {
+        at: T0.add_secs(1),
+        kind: EventKind::Heartbeat {
+            agent: "solo".into(),
+            pid: Some(7),
+        },
+    };
+    store.append_replicated(4, &encode(&beat)).unwrap();
+    let kinds: Vec<(u64, EventKind)> = store
+        .view()
+        .iter_from(1)
+        .map(|r| {
+            let r = r.unwrap();
+            (r.lsn, decode(r.payload).unwrap().kind)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (1, event.kind.clone()),
+            (2, EventKind::Purged),
+            (3, EventKind::Purged),
+            (4, beat.kind.clone())
+        ]
+    );
+    let old = store
+        .append_replicated(4, &encode(&beat))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        old.contains("lsn 4") && old.contains("already holds up to lsn 4"),
+        "{old}"
+    );
+    assert_eq!(store.applied_lsn(), 4);
+    let solo = store.state().agent("solo").unwrap().clone();
+    assert_eq!((solo.pid, solo.last_active), (Some(7), T0.add_secs(1)));
+    assert_eq!(store.state().anomalies(), 0, "fillers fold to nothing");
 }

@@ -279,13 +279,6 @@ fn cli_and_python_through_three_replicated_daemons() {
         log.values().all(|e| e["origin"]["pid"].as_u64().is_some()),
         "{log:?}"
     );
-    // Compaction of the stream is not built: refused, saying so.
-    let out = hosts[0].store.run(&["compact"]);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not built"),
-        "{out:?}"
-    );
     // Without its daemon a replica refuses writes (they would fork the log).
     let h1 = hosts[1].daemon.take().unwrap();
     let (status, _) = h1.stop();
@@ -330,6 +323,124 @@ fn cli_and_python_through_three_replicated_daemons() {
     );
     let ran = String::from_utf8_lossy(&py.stderr);
     assert!(ran.contains("OK") && !ran.contains("skipped"), "{ran}");
+}
+
+/// `agentlog compact` through a replica's daemon compacts the fleet's
+/// stream (docs/scaling.md §6): the retired agent and the expired message
+/// leave the stream and every host, a heartbeat run collapses, every host's
+/// log follows (and verifies), a host started afterwards on an empty store
+/// exports the same registry, and the retired name registers again.
+#[test]
+fn compact_through_a_replica_compacts_the_stream_for_every_host() {
+    let nats = cluster("cmp");
+    let no_sweep = ["--sweep-every", "0"];
+    let hosts: Vec<Host> = ["h0", "h1", "h2"]
+        .iter()
+        .map(|id| Host::start(&nats, "cmp", id, &no_sweep))
+        .collect();
+    for (i, h) in hosts.iter().enumerate() {
+        let (name, pid) = (format!("a{i}"), format!("{}", 100 + i));
+        h.ok(&[
+            "register",
+            &name,
+            "--provider",
+            "claude",
+            "--cwd",
+            "/w",
+            "--pid",
+            &pid,
+            "--at",
+            &at(1),
+        ]);
+    }
+    for s in 2..8 {
+        hosts[0].ok(&["heartbeat", "a0", "--pid", "100", "--at", &at(s)]);
+    }
+    hosts[2].ok(&["status", "a2", "exited", "--at", &at(9)]);
+    hosts[1].ok(&[
+        "post",
+        "--from",
+        "a1",
+        "--to",
+        "a0",
+        "soon gone",
+        "--ttl-hours",
+        "1",
+        "--at",
+        &at(10),
+    ]);
+    let before = converge(&[&hosts[0], &hosts[1], &hosts[2]]);
+
+    // Two days later: a2 (finished) is retired, the message expired.
+    let now = "2030-01-03T00:00:00Z";
+    let out = hosts[1].ok(&["--json", "compact", "--now", now, "--force-now"]);
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["agents_retired"], json!(["a2"]), "{report}");
+    assert_eq!(report["messages_dropped"], 1, "{report}");
+    assert_eq!(report["heartbeats_collapsed"], 4, "{report}");
+    let last = converge(&[&hosts[0], &hosts[1], &hosts[2]]);
+    assert_eq!(last, before + 1, "one marker");
+    let tmp = tempfile::tempdir().unwrap();
+    let ex = exports(&[&hosts[0], &hosts[1], &hosts[2]], tmp.path());
+    assert!(ex[0] == ex[1] && ex[1] == ex[2], "exports differ at {last}");
+    for h in &hosts {
+        let list: Value = serde_json::from_str(&h.ok(&["--json", "list"])).unwrap();
+        let names: Vec<&str> = list["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a0", "a1"], "{list}");
+        // The local log was compacted up to the marker: no record of a2,
+        // the post or the middle heartbeats; it verifies clean.
+        let log = h.log();
+        let records = log.values().filter(|e| e["kind"] != "StreamCompacted");
+        assert!(
+            records.clone().all(|e| !e.to_string().contains("\"a2\"")),
+            "{log:?}"
+        );
+        assert!(
+            records.clone().all(|e| e["kind"] != "MessagePosted"),
+            "{log:?}"
+        );
+        assert_eq!(
+            log.values().filter(|e| e["kind"] == "Heartbeat").count(),
+            2,
+            "{log:?}"
+        );
+        assert!(
+            log.values().any(|e| e["kind"] == "StreamCompacted"),
+            "{log:?}"
+        );
+        h.ok(&["verify"]);
+    }
+    // The compaction lock was released: another compaction runs (nothing to drop).
+    let again: Value =
+        serde_json::from_str(&hosts[2].ok(&["--json", "compact", "--now", now, "--force-now"]))
+            .unwrap();
+    assert_eq!(again["events_dropped"], 0, "{again}");
+    // The retired name registers again (the expectation on its purged
+    // subject is corrected from the stream), through a host that folded it.
+    hosts[2].ok(&[
+        "register",
+        "a2",
+        "--provider",
+        "codex",
+        "--cwd",
+        "/w",
+        "--pid",
+        "7",
+        "--at",
+        &at(30),
+    ]);
+    // A host that starts now, on an empty store, reads the compacted stream.
+    let late = Host::start(&nats, "cmp", "h3", &no_sweep);
+    let all = [&hosts[0], &hosts[1], &hosts[2], &late];
+    let last = converge(&all);
+    let ex = exports(&all, tmp.path());
+    assert!(ex.iter().all(|e| *e == ex[0]), "exports differ at {last}");
+    late.ok(&["verify"]);
 }
 
 /// Sends durable heartbeats of `agent` through `dir`'s daemon until it goes
@@ -554,4 +665,59 @@ fn a_paused_sweeper_loses_its_lease_and_no_agent_is_swept_twice() {
         ex[0] == ex[1] && ex[1] == ex[2],
         "exports differ at sequence {last}"
     );
+}
+
+/// One sweep path on a replica (docs/scaling.md §7): an explicit `sweep`
+/// through a daemon goes through the fleet's sweeper lease, as the periodic
+/// sweep does. The first host asked takes the lease and sweeps (the changes
+/// carry the requester's pid); another host is refused, naming the holder;
+/// asked again, the holder sweeps nothing; every agent is swept once.
+#[test]
+fn an_explicit_sweep_on_a_replica_goes_through_the_sweeper_lease() {
+    let nats = cluster("xsw");
+    let no_sweep = ["--sweep-every", "0"];
+    let hosts: Vec<Host> = ["x0", "x1"]
+        .iter()
+        .map(|id| Host::start(&nats, "xsw", id, &no_sweep))
+        .collect();
+    for (i, name) in ["q0", "q1", "q2"].iter().enumerate() {
+        let pid = format!("{}", 300 + i);
+        hosts[i % 2].ok(&[
+            "register",
+            name,
+            "--provider",
+            "claude",
+            "--cwd",
+            "/w",
+            "--pid",
+            &pid,
+            "--at",
+            &at(1),
+        ]);
+    }
+    converge(&[&hosts[0], &hosts[1]]);
+    let later = "2030-01-01T01:00:00Z";
+    let swept: Value =
+        serde_json::from_str(&hosts[1].ok(&["--json", "sweep", "--now", later, "--force-time"]))
+            .unwrap();
+    assert_eq!(swept["changes"].as_array().unwrap().len(), 3, "{swept}");
+    let out = hosts[0]
+        .store
+        .run(&["sweep", "--now", later, "--force-time"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host x1 holds the sweeper lease"), "{err}");
+    let again: Value =
+        serde_json::from_str(&hosts[1].ok(&["--json", "sweep", "--now", later, "--force-time"]))
+            .unwrap();
+    assert_eq!(again["changes"], json!([]), "{again}");
+    converge(&[&hosts[0], &hosts[1]]);
+    let by_agent = sweeps(&hosts[0]);
+    assert_eq!(by_agent.len(), 3, "{by_agent:?}");
+    let daemon_pid = u64::from(hosts[1].daemon().pid());
+    for (agent, pids) in &by_agent {
+        assert_eq!(pids.len(), 1, "{agent} swept {pids:?}");
+        // Asked for by the CLI process, not decided by the daemon's clock.
+        assert_ne!(pids[0], daemon_pid, "{agent}");
+    }
 }
