@@ -6,13 +6,14 @@ use super::args::{self, Cli, Command};
 use super::output::{self, Ui};
 use super::{reports, view, Usage};
 use agentlog::files::Sharing;
-use agentlog::ops::{self, Flow, Point};
+use agentlog::ops::{self, Flow};
 use agentlog::registry::labels::AgentUpdate;
 use agentlog::registry::queries::AgentFilter;
 use agentlog::registry::{
     FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
 };
 use agentlog::store::Store;
+use agentlog::store::Until;
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use serde_json::json;
@@ -546,8 +547,8 @@ fn list(w: &mut W, ui: &Ui, dir: PathBuf, a: args::List) -> Result<ExitCode> {
 
 fn replay(w: &mut W, ui: &Ui, dir: PathBuf, a: args::Replay) -> Result<ExitCode> {
     let point = match (a.at, a.lsn) {
-        (Some(t), _) => Point::Time(t),
-        (None, Some(l)) => Point::Lsn(l),
+        (Some(t), _) => Until::Time(t),
+        (None, Some(l)) => Until::Lsn(l),
         (None, None) => return Err(Usage("replay needs --at TIME or --lsn N".into()).into()),
     };
     let r = ops::replay(&dir, point, &mut Bar::new(ui, "replay"))?;
