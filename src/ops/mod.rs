@@ -22,7 +22,7 @@ pub mod stats;
 
 use crate::layout::StoreLayout;
 use crate::log::{self, LogReader, Lsn, VerifyReport};
-use crate::registry::history::{self, ScanError, Until};
+use crate::registry::history::{self, ScanError, Until, PROGRESS_EVERY};
 use crate::registry::{codec, DecodeError, Event, RegistryError, State};
 use crate::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
 use crate::time::{Timestamp, MAX_FUTURE_SKEW_MS};
@@ -75,9 +75,6 @@ pub trait Progress {
     fn finish(&mut self) {}
 }
 impl Progress for () {}
-
-/// Records between two progress updates (keeps the fold loop tight).
-const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// Checks that `dir` holds a store (a directory with a `log/` inside).
 pub fn require_store(dir: &Path) -> Result<()> {
