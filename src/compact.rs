@@ -38,6 +38,7 @@ use crate::log::{Log, LogView, Lsn};
 use crate::log::{LogError, Result};
 use crate::registry::agents::FxBuild;
 use crate::registry::codec::{self, DecodeError};
+use crate::registry::history::{self, ScanError, Until};
 use crate::registry::{Event, RetentionPolicy, SessionKey, State};
 use crate::time::Timestamp;
 
@@ -262,7 +263,7 @@ pub fn plan(
 /// after [`Log::seal_active`]). Appends may continue meanwhile; records above
 /// `state_lsn` are untouched. Returns the report and the retained state
 /// (= fold of the compacted records `<= state_lsn`; fold the tail onto it
-/// with [`catch_up`] to get the fold of the whole compacted log).
+/// with [`history::fold`] to get the fold of the whole compacted log).
 pub fn compact(
     log: &Log,
     state: &State,
@@ -306,7 +307,8 @@ pub fn compact(
     Ok(Compaction { report, retained })
 }
 
-/// Folds the records `<= upto` of a view into a fresh state.
+/// Folds the records `<= upto` of a view into a fresh state
+/// ([`history::fold`], errors as the log's).
 pub fn fold_view(
     view: &LogView,
     dir: &std::path::Path,
@@ -314,33 +316,24 @@ pub fn fold_view(
     max_messages: usize,
 ) -> Result<State> {
     let mut s = State::new(max_messages);
-    for r in view.iter() {
-        let r = r?;
-        if r.lsn > upto {
-            break;
-        }
-        s.apply_payload(r.lsn, r.payload)
-            .map_err(|e| corrupt(dir, r.lsn, e))?;
-    }
+    fold_onto(&mut s, view, dir, 0, Until::Lsn(upto))?;
     Ok(s)
 }
 
-/// Folds the records `> after` of a view onto `state`; returns the last LSN folded.
-pub fn catch_up(
+/// [`history::fold`] of `view` after `after` onto `state`, its decode
+/// errors as the log's (naming the log folder and the LSN).
+fn fold_onto(
     state: &mut State,
     view: &LogView,
     dir: &std::path::Path,
     after: Lsn,
+    until: Until,
 ) -> Result<Lsn> {
-    let mut last = after;
-    for r in view.iter_from(after + 1) {
-        let r = r?;
-        state
-            .apply_payload(r.lsn, r.payload)
-            .map_err(|e| corrupt(dir, r.lsn, e))?;
-        last = r.lsn;
+    match history::fold_view(view, state, after, until) {
+        Ok(last) => Ok(last),
+        Err(ScanError::Log(e)) => Err(e),
+        Err(ScanError::Decode { lsn, source }) => Err(corrupt(dir, lsn, source)),
     }
-    Ok(last)
 }
 
 /// Offline/standalone compaction (no Store): seals the active segment, folds
@@ -366,7 +359,7 @@ pub fn compact_log(
     let state = fold_view(&view, log.dir(), upto, max_messages)?;
     let c = compact(log, &state, upto, now, opts)?;
     let mut full = c.retained.clone();
-    catch_up(&mut full, &log.view(), log.dir(), upto)?;
+    fold_onto(&mut full, &log.view(), log.dir(), upto, Until::End)?;
     Ok((c, full))
 }
 

@@ -21,7 +21,8 @@ use crate::layout::StoreLayout;
 use crate::log::{Durability, Log, LogOptions, LogView, RecoveryReport};
 use crate::model::{Agent, Status};
 use crate::registry::codec::{self, DecodeError};
-use crate::registry::history::{self, ScanError, Until};
+pub use crate::registry::history::Until;
+use crate::registry::history::{self, ScanError};
 use crate::registry::{
     Event, EventKind, FieldUpdates, Lsn, Message, PostMessage, PostOutcome, ProcessProbe,
     Registration, RegistrationKind, RegistryError, SessionKey, SessionOp, State, SweepPolicy,
@@ -184,9 +185,6 @@ impl Default for StoreOptions {
     }
 }
 
-/// A point of the log for [`Store::state_at`].
-pub type At = Until;
-
 struct Inner {
     state: State,
     /// Last LSN folded into `state`.
@@ -298,8 +296,9 @@ impl Store {
             Some(b) => (b.state, b.lsn, b.info.map(|i| (b.lsn, i))),
             None => (State::new(opts.max_messages), 0, None),
         };
-        let (applied, events_folded) =
-            checkpoint::fold_tail(&log.view(), &mut state, after).map_err(|e| scan_err(dir, e))?;
+        let folded = history::fold(&log.view(), &mut state, after, Until::End, &mut |_| {})
+            .map_err(|e| scan_err(dir, e))?;
+        let (applied, events_folded) = (folded.last, folded.events);
         timings.fold = fold_started.elapsed();
         let report = OpenReport {
             timings,
@@ -680,10 +679,10 @@ impl Store {
         history::scan_history(&self.view(), agent).map_err(|e| scan_err(&self.core.dir, e))
     }
 
-    /// The state after folding the log up to `at`.
-    pub fn state_at(&self, at: At) -> StoreResult<State> {
+    /// The state after folding the log up to `until`.
+    pub fn state_at(&self, until: Until) -> StoreResult<State> {
         let mut state = State::new(self.core.opts.max_messages);
-        history::fold_view(&self.view(), &mut state, 0, at)
+        history::fold_view(&self.view(), &mut state, 0, until)
             .map_err(|e| scan_err(&self.core.dir, e))?;
         Ok(state)
     }

@@ -15,6 +15,7 @@ mod log {
     mod format;
     mod lock_reader;
     mod recovery;
+    mod residency;
     mod seal;
     mod verify;
 }

@@ -12,6 +12,7 @@ mod store {
     mod concurrency;
     mod diskfull;
     mod export_roundtrip;
+    mod fold;
     mod import_fixtures;
     mod props;
     mod snapshot_crash;

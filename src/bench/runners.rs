@@ -20,7 +20,7 @@ use agentlog::compact::CompactOptions;
 use agentlog::log::Durability;
 use agentlog::model::Status;
 use agentlog::registry::{PostMessage, Registration};
-use agentlog::store::{At, Store, StoreOptions, DEFAULT_SNAPSHOT_EVERY_EVENTS};
+use agentlog::store::{Store, StoreOptions, Until, DEFAULT_SNAPSHOT_EVERY_EVENTS};
 use agentlog::time::Timestamp;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -185,7 +185,7 @@ impl Default for ReplayConfig {
 }
 
 /// Times a full fold of the store's log into a fresh registry state
-/// (`Store::state_at(At::End)`: decode + apply of every record).
+/// (`Store::state_at(Until::End)`: decode + apply of every record).
 pub fn run_replay(cfg: &ReplayConfig) -> Result<ReplayReport> {
     let (root, _guard) = work_dir(cfg.dir.as_deref())?;
     let path = if agentlog::StoreLayout::new(&root).exists() {
@@ -208,7 +208,7 @@ pub fn run_replay(cfg: &ReplayConfig) -> Result<ReplayReport> {
     let log_bytes = store.log().stats().bytes;
     let phase = Phase::start();
     let started = Instant::now();
-    let state = store.state_at(At::End)?;
+    let state = store.state_at(Until::End)?;
     let elapsed = started.elapsed();
     let peak = peak(phase);
     let agents = state.agents().len() as u64;

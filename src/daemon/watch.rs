@@ -23,7 +23,7 @@ use super::server::Shared;
 use super::{code, ErrorReply, Outcome, Peer};
 use crate::model::Agent;
 use crate::registry::{codec, tag, Event, Lsn, State};
-use crate::store::{with_origin, At, Store};
+use crate::store::{with_origin, Store, Until};
 use crate::time::Timestamp;
 use serde_json::{json, Map, Value};
 use std::sync::atomic::Ordering;
@@ -226,7 +226,7 @@ pub(crate) async fn open(
     let from = filter.from.unwrap_or(head + 1).max(1);
     let fold = if filter.changes && !filter.latest {
         let store = shared.store.clone();
-        match tokio::task::spawn_blocking(move || store.state_at(At::Lsn(from - 1))).await {
+        match tokio::task::spawn_blocking(move || store.state_at(Until::Lsn(from - 1))).await {
             Ok(Ok(s)) => Some(s),
             Ok(Err(e)) => return Err(ErrorReply::from_error(&e, false)),
             Err(e) => {

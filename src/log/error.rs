@@ -5,8 +5,7 @@
 
 use std::path::PathBuf;
 
-/// A log sequence number (see `crate::log::Lsn`).
-type Lsn = u64;
+use super::Lsn;
 
 /// The log's `Result`.
 pub type Result<T, E = LogError> = std::result::Result<T, E>;

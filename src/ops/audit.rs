@@ -34,48 +34,82 @@ pub struct AuditLine {
     pub origin: Option<agentlog::registry::codec::Origin>,
 }
 
-/// Collapses `(lsn, event)` pairs of one agent's history into audit lines.
-pub fn collapse(agent: &str, history: impl IntoIterator<Item = (Lsn, Event)>) -> Vec<AuditLine> {
-    let mut lines: Vec<AuditLine> = Vec::new();
+/// Collapses `(lsn, event)` pairs of one agent's history into audit lines:
+/// the reference the streamed audit is tested against.
+#[cfg(test)]
+fn collapse(agent: &str, history: impl IntoIterator<Item = (Lsn, Event)>) -> Vec<AuditLine> {
+    let mut lines = Lines::default();
     for (lsn, ev) in history {
+        lines.push(agent, lsn, ev, None);
+    }
+    lines.finish()
+}
+
+/// Audit lines built one event at a time: a heartbeat of the agent extends
+/// the run on the last line (its text is written once, when the run ends).
+#[derive(Default)]
+struct Lines {
+    lines: Vec<AuditLine>,
+}
+
+impl Lines {
+    fn push(
+        &mut self,
+        agent: &str,
+        lsn: Lsn,
+        ev: Event,
+        origin: Option<agentlog::registry::codec::Origin>,
+    ) {
         let is_own_heartbeat =
             matches!(&ev.kind, EventKind::Heartbeat { agent: a, .. } if a == agent);
         if is_own_heartbeat {
-            if let Some(last) = lines.last_mut() {
-                if last.kind == "Heartbeat" {
-                    let run = last.run.get_or_insert(HeartbeatRun {
-                        count: 1,
-                        last_at: last.at,
-                        last_lsn: last.lsn,
-                    });
-                    run.count += 1;
-                    run.last_at = ev.at;
-                    run.last_lsn = lsn;
-                    last.what = format!(
-                        "heartbeats ×{} from {} to {}",
-                        run.count, last.at, run.last_at
-                    );
-                    continue;
-                }
+            if let Some(last) = self.lines.last_mut().filter(|l| l.kind == "Heartbeat") {
+                let run = last.run.get_or_insert(HeartbeatRun {
+                    count: 1,
+                    last_at: last.at,
+                    last_lsn: last.lsn,
+                });
+                run.count += 1;
+                run.last_at = ev.at;
+                run.last_lsn = lsn;
+                return;
             }
         }
+        self.close_run();
         let d = describe(&ev.kind, lsn, Some(agent));
-        lines.push(AuditLine {
+        self.lines.push(AuditLine {
             at: ev.at,
             lsn,
             kind: agentlog::registry::tag::name(ev.kind.tag()),
             what: d.what,
             why: d.why,
             run: None,
-            origin: None,
+            origin,
         });
     }
-    lines
+
+    /// Writes the text of the run on the last line, if it is one.
+    fn close_run(&mut self) {
+        if let Some(last) = self.lines.last_mut() {
+            if let Some(run) = &last.run {
+                last.what = format!(
+                    "heartbeats ×{} from {} to {}",
+                    run.count, last.at, run.last_at
+                );
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<AuditLine> {
+        self.close_run();
+        self.lines
+    }
 }
 
 /// The timeline of `agent` in the store at `dir` between `since` and `until`
 /// (event times, inclusive), read-only. An agent that never appears in the
-/// log is "not found".
+/// log is "not found". One pass over the log that keeps only the lines:
+/// memory follows the timeline shown, not the log's length.
 pub fn audit(
     dir: &Path,
     agent: &str,
@@ -83,32 +117,29 @@ pub fn audit(
     until: Option<Timestamp>,
 ) -> Result<Vec<AuditLine>> {
     let r = read_only(dir)?;
-    let mut origins = std::collections::HashMap::new();
-    let history = history::scan_history_with(&r.view(), agent, |lsn, payload| {
-        if let Some(o) = agentlog::registry::codec::origin(payload) {
-            origins.insert(lsn, o);
+    let mut found = false;
+    let mut lines = Lines::default();
+    history::for_each_in_history(&r.view(), agent, |lsn, payload, ev| {
+        found = true;
+        if since.is_none_or(|s| ev.at >= s) && until.is_none_or(|u| ev.at <= u) {
+            let origin = agentlog::registry::codec::origin(payload);
+            lines.push(agent, lsn, ev, origin);
         }
     })?;
-    if history.is_empty() {
+    if !found {
         return Err(RegistryError::NotFound {
             agent: agent.to_string(),
         }
         .into());
     }
-    let window = history
-        .into_iter()
-        .filter(|(_, ev)| since.is_none_or(|s| ev.at >= s) && until.is_none_or(|u| ev.at <= u));
-    let mut lines = collapse(agent, window);
-    for l in &mut lines {
-        l.origin = origins.get(&l.lsn).copied();
-    }
-    Ok(lines)
+    Ok(lines.finish())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use agentlog::model::{Status, StatusCause};
+    use agentlog::StoreError;
 
     fn hb(at: i64) -> Event {
         Event {
@@ -118,6 +149,54 @@ mod tests {
                 pid: None,
             },
         }
+    }
+
+    /// The streamed audit (one pass, lines built as the log is read) says
+    /// what collapsing the whole collected history says, window included.
+    #[test]
+    fn streamed_audit_equals_the_collapse_of_the_collected_history() {
+        use agentlog::registry::{PostMessage, Registration};
+        use agentlog::store::{Store, StoreOptions};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::short_lived()).unwrap();
+        let t = |s: i64| Some(Timestamp::from_secs(1_796_040_000 + s));
+        for name in ["a", "b"] {
+            let mut r = Registration::new(name, "codex", "/w");
+            r.pid = Some(7);
+            store.register(r, t(0)).unwrap();
+        }
+        for i in 1..40 {
+            store.heartbeat("a", Some(7), t(i)).unwrap();
+            store.heartbeat("b", Some(7), t(i)).unwrap();
+            if i % 9 == 0 {
+                let post = PostMessage::new("b", Some("a"), "c", "hello a");
+                store.post_message(post, t(i)).unwrap();
+            }
+            if i % 13 == 0 {
+                store.set_status("a", Status::Busy, None, t(i)).unwrap();
+            }
+        }
+        let history = store.history("a").unwrap();
+        store.close().unwrap();
+        for (since, until) in [(None, None), (t(5), t(30)), (t(10), None), (None, t(9))] {
+            let window = history
+                .iter()
+                .filter(|(_, e)| since.is_none_or(|s| e.at >= s) && until.is_none_or(|u| e.at <= u))
+                .cloned();
+            let expected = collapse("a", window);
+            let streamed = audit(dir.path(), "a", since, until).unwrap();
+            assert_eq!(streamed, expected, "window {since:?}..{until:?}");
+        }
+        let full = audit(dir.path(), "a", None, None).unwrap();
+        assert!(full
+            .iter()
+            .any(|l| l.run.as_ref().is_some_and(|r| r.count == 9)));
+        assert!(matches!(
+            audit(dir.path(), "nobody", None, None),
+            Err(crate::ops::OpsError::Store(StoreError::Registry(
+                RegistryError::NotFound { .. }
+            )))
+        ));
     }
 
     #[test]

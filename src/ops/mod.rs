@@ -25,7 +25,7 @@ pub mod stats;
 
 use agentlog::StoreLayout;
 use agentlog::log::{self, LogError, LogReader, Lsn, VerifyReport};
-use agentlog::registry::history::ScanError;
+use agentlog::registry::history::{self, ScanError, Until, PROGRESS_EVERY};
 use agentlog::registry::{codec, DecodeError, Event, RegistryError, State};
 use agentlog::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
 use agentlog::time::{Timestamp, MAX_FUTURE_SKEW_MS};
@@ -94,9 +94,6 @@ pub trait Progress {
     fn finish(&mut self) {}
 }
 impl Progress for () {}
-
-/// Records between two progress updates (keeps the fold loop tight).
-const PROGRESS_EVERY: u64 = 1 << 16;
 
 /// Checks that `dir` holds a store (a directory with a `log/` inside).
 pub fn require_store(dir: &Path) -> Result<()> {
@@ -172,15 +169,6 @@ fn read_only(dir: &Path) -> Result<ReadOnlyStore> {
     })
 }
 
-/// The point of a replay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Point {
-    /// Every record up to and including this LSN.
-    Lsn(Lsn),
-    /// The prefix of the log whose events were recorded at or before this time.
-    Time(Timestamp),
-}
-
 /// The registry as of a point of the log.
 #[derive(Debug, Clone)]
 pub struct Replayed {
@@ -193,51 +181,31 @@ pub struct Replayed {
     pub next: Option<(Lsn, Timestamp)>,
 }
 
-/// Folds the log of `dir` from the start up to `point` (read-only). An LSN
+/// Folds the log of `dir` from the start up to `until` (read-only). An LSN
 /// point folds that prefix. A time point folds, in log order, every event of
 /// the whole log stamped at or before it (as `Store::state_at` does): an
 /// event stamped out of order (later than an event after it) is skipped
 /// alone, so one bad stamp never hides the events after it (FORMAT.md,
 /// "Event times").
-pub fn replay(dir: &Path, point: Point, progress: &mut dyn Progress) -> Result<Replayed> {
+pub fn replay(dir: &Path, until: Until, progress: &mut dyn Progress) -> Result<Replayed> {
     let r = read_only(dir)?;
     let view = r.view();
     progress.start(r.log().last_lsn().unwrap_or(0));
-    let mut out = Replayed {
-        state: State::new(agentlog::store::config::max_messages(dir)?),
-        events: 0,
-        last: None,
-        next: None,
-    };
-    for rec in view.iter() {
-        let rec = rec?;
-        let decode_err = |source| OpsError::Decode {
-            lsn: rec.lsn,
-            source,
-        };
-        let (_, at) = codec::decode_header(rec.payload).map_err(decode_err)?;
-        let past = match point {
-            Point::Lsn(l) => rec.lsn > l,
-            Point::Time(t) => at > t,
-        };
-        if past {
-            out.next.get_or_insert((rec.lsn, at));
-            match point {
-                Point::Lsn(_) => break,
-                Point::Time(_) => continue,
-            }
-        }
-        out.state
-            .apply_payload(rec.lsn, rec.payload)
-            .map_err(decode_err)?;
-        out.events += 1;
-        out.last = Some((rec.lsn, at));
-        if out.events.is_multiple_of(PROGRESS_EVERY) {
-            progress.advance(rec.lsn);
-        }
-    }
+    let mut state = State::new(agentlog::store::config::max_messages(dir)?);
+    let folded = history::fold(&view, &mut state, 0, until, &mut |lsn| {
+        progress.advance(lsn)
+    })?;
     progress.finish();
-    Ok(out)
+    let timed = |lsn: Option<Lsn>| -> Result<Option<(Lsn, Timestamp)>> {
+        let Some(lsn) = lsn else { return Ok(None) };
+        Ok(history::event_time(&view, lsn)?.map(|at| (lsn, at)))
+    };
+    Ok(Replayed {
+        state,
+        events: folded.events,
+        last: timed((folded.events > 0).then_some(folded.last))?,
+        next: timed(folded.next)?,
+    })
 }
 
 /// The current registry, read-only: the newest snapshot plus the log after
@@ -546,19 +514,7 @@ fn compact_plan(dir: &Path, now: Timestamp) -> Result<agentlog::compact::Compact
 
 /// The event time of the store's last record, if any.
 fn last_event_time(store: &Store) -> Result<Option<Timestamp>> {
-    let lsn = store.applied_lsn();
-    let view = store.view();
-    match view.iter_from(lsn).next() {
-        Some(rec) => {
-            let rec = rec?;
-            let (_, at) = codec::decode_header(rec.payload).map_err(|source| OpsError::Decode {
-                lsn: rec.lsn,
-                source,
-            })?;
-            Ok(Some(at))
-        }
-        None => Ok(None),
-    }
+    Ok(history::event_time(&store.view(), store.applied_lsn())?)
 }
 
 #[cfg(test)]

@@ -230,6 +230,9 @@ impl AgentMap {
     fn reindex(&mut self) {
         self.index.clear();
         self.hot.clear();
+        // Sized once: a snapshot load indexes every row without rehashing.
+        self.index.reserve(self.rows.len());
+        self.hot.reserve(self.rows.len());
         for (i, a) in self.rows.iter().enumerate() {
             self.index.insert(a.name.clone(), i);
             self.hot.push(Hot::of(a));

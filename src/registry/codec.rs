@@ -445,32 +445,55 @@ impl SubjectFilter {
     }
 }
 
+/// Whether `needle` occurs in `hay`. Candidates are found by the needle's
+/// last byte and checked by its first before the whole compare: agent names
+/// share prefixes (`agent-…`) far more often than endings, so few
+/// candidates reach the compare.
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    if needle.is_empty() {
+    let (Some(&first), Some(&last)) = (needle.first(), needle.last()) else {
         return true;
+    };
+    let n = needle.len();
+    if hay.len() < n {
+        return false;
     }
-    let first = needle[0];
-    let last = hay.len().saturating_sub(needle.len());
-    let mut i = 0;
-    while i <= last && hay.len() >= needle.len() {
-        match hay[i..=last].iter().position(|&c| c == first) {
-            None => return false,
-            Some(p) => {
-                let s = i + p;
-                if &hay[s..s + needle.len()] == needle {
-                    return true;
-                }
-                i = s + 1;
-            }
-        }
-    }
-    false
+    hay[n - 1..]
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| c == last)
+        .any(|(s, _)| hay[s] == first && &hay[s..s + n] == needle)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{Priority, Privacy};
+
+    #[test]
+    fn contains_finds_a_name_anywhere_and_only_whole() {
+        let naive = |h: &[u8], n: &[u8]| n.is_empty() || h.windows(n.len()).any(|w| w == n);
+        let hay = b"agent-000012 to agent-000123: hi agent-00012";
+        for needle in [
+            &b"agent-000123"[..],
+            b"agent-000012",
+            b"agent-00012",
+            b"agent-000124",
+            b"agent-0001234",
+            b"a",
+            b"i",
+            b"",
+            b"agent-000012 to agent-000123: hi agent-00012!",
+        ] {
+            assert_eq!(
+                contains(hay, needle),
+                naive(hay, needle),
+                "{}",
+                String::from_utf8_lossy(needle)
+            );
+        }
+        assert!(!contains(b"", b"x"));
+        assert!(contains(b"xx", b"xx"));
+    }
 
     fn samples() -> Vec<Event> {
         let at = Timestamp(1_796_040_000_123);

@@ -12,8 +12,8 @@ use crate::model::{Agent, HostMode, Priority, Privacy, Status, StatusCause, Tran
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-/// Log sequence number of a record; a message's id is the LSN of its post.
-pub type Lsn = u64;
+/// A message's id is the LSN of its post (the log's one `Lsn`).
+pub use crate::log::Lsn;
 
 /// One-byte event tags (byte 0 of every payload). Never reuse or renumber.
 pub mod tag {

@@ -1,6 +1,8 @@
-//! Folding and scanning a log view: the pieces of `Store::open`,
-//! `Store::history` and `Store::state_at`, kept here so the store stays small
-//! and a snapshot loader can resume a fold from any (state, LSN).
+//! Folding and scanning a log view: the one fold loop ([`fold`], stopping at
+//! an [`Until`]) behind `Store::open`, `Store::state_at`, the read-only
+//! store, compaction's refolds and `replay`, and the history scan behind
+//! `Store::history` and `audit`. A fold resumes from any (state, LSN), so a
+//! snapshot loader hands it the snapshot's.
 //!
 //! History strategy: a scan, no index. Every record's subject-agent prefix
 //! is compared in place in the mapped log ([`SubjectFilter`]); only records
@@ -27,7 +29,9 @@ pub enum ScanError {
     Log(#[from] crate::log::LogError),
 }
 
-/// Where a fold stops.
+/// Where a fold stops: the one stop-point type of the crate (the store's
+/// `state_at`, the read-only fold, `replay`, compaction and the followers
+/// all fold through [`fold`] with one of these).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Until {
     /// Everything in the view.
@@ -40,57 +44,117 @@ pub enum Until {
     Time(Timestamp),
 }
 
-/// Folds the records of `view` after `after` into `state`; returns the last
-/// LSN applied (`after` if none).
-pub fn fold_view(
+/// What a [`fold`] applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Folded {
+    /// The last LSN applied (the `after` it started from if none).
+    pub last: Lsn,
+    /// Records applied.
+    pub events: u64,
+    /// The first record past the stop point, if the view goes on: the one
+    /// an [`Until::Lsn`] fold stopped at, or the first one an
+    /// [`Until::Time`] fold skipped.
+    pub next: Option<Lsn>,
+}
+
+/// Records applied between two calls of a fold's progress callback (keeps
+/// the loop tight).
+pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// The fold loop: applies the records of `view` after `after` up to `until`
+/// onto `state`, calling `progress` with `after` first, then with the LSN
+/// reached every [`PROGRESS_EVERY`] records. Decodes nothing but what
+/// `State::apply_payload` decodes, plus each record's header for a time
+/// point.
+pub fn fold(
     view: &LogView,
     state: &mut State,
     after: Lsn,
     until: Until,
-) -> Result<Lsn, ScanError> {
-    let mut last = after;
+    progress: &mut dyn FnMut(Lsn),
+) -> Result<Folded, ScanError> {
+    let mut out = Folded {
+        last: after,
+        events: 0,
+        next: None,
+    };
+    progress(after);
     for rec in view.iter_from(after + 1) {
         let rec = rec?;
+        let decode_err = |source| ScanError::Decode {
+            lsn: rec.lsn,
+            source,
+        };
         match until {
             Until::End => {}
-            Until::Lsn(l) if rec.lsn > l => break,
-            Until::Lsn(_) => {}
+            Until::Lsn(l) => {
+                if rec.lsn > l {
+                    out.next = Some(rec.lsn);
+                    break;
+                }
+            }
             Until::Time(t) => {
-                let (_, at) =
-                    codec::decode_header(rec.payload).map_err(|source| ScanError::Decode {
-                        lsn: rec.lsn,
-                        source,
-                    })?;
+                let (_, at) = codec::decode_header(rec.payload).map_err(decode_err)?;
                 if at > t {
+                    out.next.get_or_insert(rec.lsn);
                     continue;
                 }
             }
         }
         state
             .apply_payload(rec.lsn, rec.payload)
-            .map_err(|source| ScanError::Decode {
-                lsn: rec.lsn,
-                source,
-            })?;
-        last = rec.lsn;
+            .map_err(decode_err)?;
+        out.last = rec.lsn;
+        out.events += 1;
+        if out.events.is_multiple_of(PROGRESS_EVERY) {
+            progress(rec.lsn);
+        }
     }
-    Ok(last)
+    Ok(out)
+}
+
+/// [`fold`] without progress; returns the last LSN applied (`after` if none).
+pub fn fold_view(
+    view: &LogView,
+    state: &mut State,
+    after: Lsn,
+    until: Until,
+) -> Result<Lsn, ScanError> {
+    fold(view, state, after, until, &mut |_| {}).map(|f| f.last)
+}
+
+/// The event time of the record at `lsn` of `view`, if it holds one (found
+/// through the segment's sparse index, not a scan).
+pub fn event_time(view: &LogView, lsn: Lsn) -> Result<Option<Timestamp>, ScanError> {
+    let Some(rec) = view.iter_from(lsn).next() else {
+        return Ok(None);
+    };
+    let rec = rec?;
+    if rec.lsn != lsn {
+        return Ok(None);
+    }
+    let (_, at) =
+        codec::decode_header(rec.payload).map_err(|source| ScanError::Decode { lsn, source })?;
+    Ok(Some(at))
 }
 
 /// Every event of `view` that concerns `agent`, in log order.
 pub fn scan_history(view: &LogView, agent: &str) -> Result<Vec<(Lsn, Event)>, ScanError> {
-    scan_history_with(view, agent, |_, _| {})
+    let mut out = Vec::new();
+    for_each_in_history(view, agent, |lsn, _, event| out.push((lsn, event)))?;
+    Ok(out)
 }
 
-/// [`scan_history`], also handing `on_payload` the LSN and raw payload of
-/// every event kept (e.g. to read its origin trailer).
-pub fn scan_history_with(
+/// Hands every event of `view` that concerns `agent` to `each`, in log
+/// order, with its LSN and raw payload (e.g. to read its origin trailer),
+/// keeping none of them: a caller that reduces the history as it goes (an
+/// audit's collapsed lines) holds memory for its result, not for the log.
+pub fn for_each_in_history(
     view: &LogView,
     agent: &str,
-    mut on_payload: impl FnMut(Lsn, &[u8]),
-) -> Result<Vec<(Lsn, Event)>, ScanError> {
+    mut each: impl FnMut(Lsn, &[u8], Event),
+) -> Result<(), ScanError> {
     let filter = SubjectFilter::new(agent);
-    let mut out = Vec::new();
     for rec in view.iter() {
         let rec = rec?;
         if !filter.may_match(rec.payload) {
@@ -101,9 +165,8 @@ pub fn scan_history_with(
             source,
         })?;
         if event.kind.concerns_agent(agent) {
-            on_payload(rec.lsn, rec.payload);
-            out.push((rec.lsn, event));
+            each(rec.lsn, rec.payload, event);
         }
     }
-    Ok(out)
+    Ok(())
 }

@@ -20,8 +20,7 @@
 use super::{Core, Store, StoreResult};
 use crate::export::{ExportOptions, ExportReport, PublishOptions};
 use crate::layout::StoreLayout;
-use crate::log::{Log, LogView};
-use crate::registry::history::ScanError;
+use crate::log::Log;
 use crate::registry::{Lsn, State};
 use crate::snapshot::{self, SnapshotInfo};
 use serde::{Deserialize, Serialize};
@@ -205,47 +204,6 @@ pub(crate) fn trusted_snapshot(
         }),
         skipped,
     )
-}
-
-/// Folds the records of `view` after `after` into `state`; returns the last
-/// LSN applied (`after` if none) and how many records were folded.
-pub(crate) fn fold_tail(
-    view: &LogView,
-    state: &mut State,
-    after: Lsn,
-) -> Result<(Lsn, u64), ScanError> {
-    fold_tail_with(view, state, after, &mut |_| {})
-}
-
-/// Records folded between two calls of a fold's progress callback.
-const PROGRESS_EVERY: u64 = 1 << 16;
-
-/// [`fold_tail`], calling `progress` with the base LSN first, then with the
-/// LSN reached every [`PROGRESS_EVERY`] records.
-pub(crate) fn fold_tail_with(
-    view: &LogView,
-    state: &mut State,
-    after: Lsn,
-    progress: &mut dyn FnMut(Lsn),
-) -> Result<(Lsn, u64), ScanError> {
-    let mut last = after;
-    let mut n = 0u64;
-    progress(after);
-    for rec in view.iter_from(after + 1) {
-        let rec = rec?;
-        state
-            .apply_payload(rec.lsn, rec.payload)
-            .map_err(|source| ScanError::Decode {
-                lsn: rec.lsn,
-                source,
-            })?;
-        last = rec.lsn;
-        n += 1;
-        if n.is_multiple_of(PROGRESS_EVERY) {
-            progress(last);
-        }
-    }
-    Ok((last, n))
 }
 
 /// Snapshot bookkeeping shared by the store and its thread.

@@ -6,6 +6,7 @@
 //! so reopening neither resurrects retired agents nor refolds everything.
 
 use super::{current_origin, Store, StoreResult};
+use crate::registry::history::{self, Until};
 use crate::time::Timestamp;
 
 impl Store {
@@ -80,7 +81,8 @@ impl Store {
             tests::AFTER_LOG_SWITCH.with(|h| h.get().map(|f| f(self)));
             let mut g = self.write();
             let mut s = c.retained;
-            crate::compact::catch_up(&mut s, &self.core.log.view(), self.core.log.dir(), upto)?;
+            history::fold_view(&self.core.log.view(), &mut s, upto, Until::End)
+                .map_err(|e| super::scan_err(&self.core.dir, e))?;
             // State and generation change together (see `Inner::generation`).
             g.state = s;
             g.generation = c.report.generation;

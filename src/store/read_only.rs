@@ -9,11 +9,11 @@
 //! (`checkpoint::trusted_snapshot`). Reading costs one snapshot load and one
 //! pass over the log after it.
 
-use super::checkpoint::{fold_tail_with, trusted_snapshot, TrustRule};
+use super::checkpoint::{trusted_snapshot, TrustRule};
 use super::{SkippedSnapshot, StoreOptions};
 use crate::layout::StoreLayout;
 use crate::log::{LogReader, LogView, Lsn, TornTail};
-use crate::registry::history::ScanError;
+use crate::registry::history::{self, ScanError, Until};
 use crate::registry::State;
 use std::path::Path;
 
@@ -95,10 +95,10 @@ impl ReadOnlyStore {
             Some(b) => (b.state, b.lsn),
             None => (State::new(self.max_messages), 0),
         };
-        let (lsn, _) = fold_tail_with(&self.log.view(), &mut state, after, progress)?;
+        let folded = history::fold(&self.log.view(), &mut state, after, Until::End, progress)?;
         Ok(ReadState {
             state,
-            lsn,
+            lsn: folded.last,
             snapshot_lsn,
             skipped_snapshots,
         })

@@ -110,7 +110,7 @@ fn store_compaction_keeps_state_equal_to_the_fold_of_the_log() {
     assert!(report.bytes_dropped > report.bytes_before / 2, "{report:?}");
 
     let state = store.state();
-    let folded = store.state_at(agentlog::store::At::End).unwrap();
+    let folded = store.state_at(agentlog::store::Until::End).unwrap();
     assert_eq!(state.agents(), folded.agents());
     assert_eq!(state.messages(), folded.messages());
     assert_eq!(state.sessions(), folded.sessions());
@@ -129,7 +129,10 @@ fn store_compaction_keeps_state_equal_to_the_fold_of_the_log() {
     let state = store.state();
     assert_eq!(
         state.agents(),
-        store.state_at(agentlog::store::At::End).unwrap().agents()
+        store
+            .state_at(agentlog::store::Until::End)
+            .unwrap()
+            .agents()
     );
     let store = Arc::try_unwrap(store).unwrap();
     store.close().unwrap();

@@ -69,19 +69,7 @@ proptest! {
 #[test]
 fn open_from_a_base_state_resumes_the_fold() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), lazy_opts()).unwrap();
-    let mut at = T0;
-    for i in 0..300u32 {
-        at = at.add_millis(500);
-        mixed_command(
-            &store,
-            i % 10,
-            NAMES[(i % 4) as usize],
-            NAMES[((i / 4) % 4) as usize],
-            1 + i % 3,
-            at,
-        );
-    }
+    let store = mixed_store(dir.path(), &NAMES, 300, 500);
     let full = store.state();
     let last = store.applied_lsn();
     assert!(last > 50, "{last}");

@@ -11,7 +11,8 @@
 //!   browser.
 //! - [`cluster`]: a real 3-node NATS JetStream cluster and nodes over it.
 //! - [`log`]: small log options, payloads, segment listings, a tiny PRNG.
-//! - [`store`]: store options for tests, a refold, a mixed command.
+//! - [`store`]: store options for tests, a refold, a mixed command and a
+//!   store of them.
 //! - [`ops`]: the proptest generator of validated registry commands, and the
 //!   history comparison of the compaction tests.
 //! - [`conformance`]: the schema-v4 readers' contract on exports.

@@ -34,6 +34,25 @@ pub fn refold(store: &Store) -> State {
     s
 }
 
+/// A store of `commands` mixed commands over `names` (four), `step_ms`
+/// apart from [`T0`], each chosen by its index (see [`mixed_command`]).
+pub fn mixed_store(dir: &std::path::Path, names: &[&str; 4], commands: u32, step_ms: i64) -> Store {
+    let store = Store::open(dir, lazy_opts()).unwrap();
+    let mut at = T0;
+    for i in 0..commands {
+        at = at.add_millis(step_ms);
+        mixed_command(
+            &store,
+            i % 10,
+            names[(i % 4) as usize],
+            names[((i / 4) % 4) as usize],
+            1 + i % 3,
+            at,
+        );
+    }
+    store
+}
+
 /// One mixed command chosen by `pick` (0..10) over agent `n`; errors are
 /// expected (that is what validation is for): returns whether it succeeded.
 pub fn mixed_command(

@@ -4,7 +4,7 @@
 use crate::cli::args::time;
 use crate::cli::output::{self, Bar, Ui, W};
 use crate::cli::{render, Usage};
-use crate::ops::Point;
+use agentlog::store::Until;
 use agentlog::log::Lsn;
 use agentlog::time::Timestamp;
 use anyhow::{Context, Result};
@@ -30,8 +30,8 @@ pub struct Replay {
 
 pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Replay) -> Result<ExitCode> {
     let point = match (a.at, a.lsn) {
-        (Some(t), _) => Point::Time(t),
-        (None, Some(l)) => Point::Lsn(l),
+        (Some(t), _) => Until::Time(t),
+        (None, Some(l)) => Until::Lsn(l),
         (None, None) => return Err(Usage("replay needs --at TIME or --lsn N".into()).into()),
     };
     let r = crate::ops::replay(&dir, point, &mut Bar::new(ui, "replay"))?;
