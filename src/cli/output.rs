@@ -103,34 +103,48 @@ pub fn table<W: Write + ?Sized>(
     headers: &[&str],
     rows: &[Vec<String>],
 ) -> io::Result<()> {
-    let rows: Vec<Vec<Cow<'_, str>>> = rows
-        .iter()
-        .map(|r| r.iter().map(|c| escaped(c)).collect())
-        .collect();
+    table_by(w, headers, rows.len(), |i, cells| {
+        cells.extend(rows[i].iter().cloned())
+    })
+}
+
+/// [`table`] over `n` rows that `row(i, cells)` renders on demand, twice
+/// (once to size the columns, once to print): a long table (an agent's
+/// whole audit) never holds all its cells at once, so memory stays flat in
+/// its length.
+pub fn table_by<W: Write + ?Sized>(
+    w: &mut W,
+    headers: &[&str],
+    n: usize,
+    mut row: impl FnMut(usize, &mut Vec<String>),
+) -> io::Result<()> {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (i, cell) in row.iter().enumerate() {
-            if let Some(wd) = widths.get_mut(i) {
-                *wd = (*wd).max(cell.chars().count());
-            }
+    let mut cells = Vec::with_capacity(headers.len());
+    for i in 0..n {
+        cells.clear();
+        row(i, &mut cells);
+        for (wd, cell) in widths.iter_mut().zip(&cells) {
+            *wd = (*wd).max(escaped(cell).chars().count());
         }
     }
-    let line = |w: &mut W, cells: &mut dyn Iterator<Item = &str>| -> io::Result<()> {
-        let mut s = String::new();
+    let mut line = String::new();
+    let mut print = |w: &mut W, cells: &mut dyn Iterator<Item = &str>| -> io::Result<()> {
+        line.clear();
         for (i, cell) in cells.enumerate() {
-            if i + 1 == widths.len() {
-                s.push_str(cell);
-            } else {
-                s.push_str(cell);
+            let cell = escaped(cell);
+            line.push_str(&cell);
+            if i + 1 < widths.len() {
                 let pad = widths[i].saturating_sub(cell.chars().count()) + 2;
-                s.push_str(&" ".repeat(pad));
+                line.extend(std::iter::repeat_n(' ', pad));
             }
         }
-        writeln!(w, "{}", s.trim_end())
+        writeln!(w, "{}", line.trim_end())
     };
-    line(w, &mut headers.iter().copied())?;
-    for row in &rows {
-        line(w, &mut row.iter().map(|c| c.as_ref()))?;
+    print(w, &mut headers.iter().copied())?;
+    for i in 0..n {
+        cells.clear();
+        row(i, &mut cells);
+        print(w, &mut cells.iter().map(String::as_str))?;
     }
     Ok(())
 }

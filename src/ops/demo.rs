@@ -23,13 +23,13 @@ use super::stats::{stats, Stats};
 use super::{OpsError, Result};
 use agentlog::compact::CompactionReport;
 use agentlog::export::ExportReport;
-use agentlog::StoreLayout;
+use agentlog::internals::snapshot::SnapshotInfo;
 use agentlog::log::{Durability, LogOptions};
 use agentlog::model::{Agent, HostMode, Priority, Status, StatusCause};
 use agentlog::registry::{FakeProbe, PostMessage, Registration, SessionKey, SessionOp, State};
-use agentlog::internals::snapshot::SnapshotInfo;
 use agentlog::store::{Store, StoreOptions};
 use agentlog::time::Timestamp;
+use agentlog::StoreLayout;
 use std::path::{Path, PathBuf};
 
 /// Largest fleet the demo simulates (its memory grows with it).

@@ -23,12 +23,12 @@ pub mod describe;
 pub mod inbox;
 pub mod stats;
 
-use agentlog::StoreLayout;
 use agentlog::log::{self, LogError, LogReader, Lsn, VerifyReport};
 use agentlog::registry::history::{self, ScanError, Until, PROGRESS_EVERY};
 use agentlog::registry::{codec, DecodeError, Event, RegistryError, State};
 use agentlog::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
 use agentlog::time::{Timestamp, MAX_FUTURE_SKEW_MS};
+use agentlog::StoreLayout;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -333,7 +333,8 @@ pub fn init(
         return Err(OpsError::NotADirectory(dir.to_path_buf()));
     }
     if !dir.exists() {
-        agentlog::internals::files::create_store_dir(dir, sharing).map_err(|e| OpsError::io(dir, e))?;
+        agentlog::internals::files::create_store_dir(dir, sharing)
+            .map_err(|e| OpsError::io(dir, e))?;
     }
     if let Some(n) = max_messages {
         let current = agentlog::store::config::max_messages(dir)?;
@@ -403,8 +404,11 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
             )));
         }
     }
-    agentlog::internals::files::create_store_dir(out, agentlog::internals::files::Sharing::of_dir(dir))
-        .map_err(|e| OpsError::io(out, e))?;
+    agentlog::internals::files::create_store_dir(
+        out,
+        agentlog::internals::files::Sharing::of_dir(dir),
+    )
+    .map_err(|e| OpsError::io(out, e))?;
     let io = |e| OpsError::io(&marker, e);
     agentlog::internals::files::create_fresh(&marker)
         .and_then(|f| f.sync_all())

@@ -3,9 +3,9 @@
 //! the compaction generation. Read-only (no writer lock).
 
 use super::{current, Progress, Result};
-use agentlog::StoreLayout;
 use agentlog::log::{self, Lsn};
 use agentlog::model::Status;
+use agentlog::StoreLayout;
 use std::path::Path;
 
 /// A store's figures.

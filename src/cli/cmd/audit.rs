@@ -28,29 +28,24 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Audit) -> Result<ExitCode> {
     } else {
         // A BY column (who asked) once the daemon recorded any origin.
         let by = lines.iter().any(|l| l.origin.is_some());
-        let rows: Vec<_> = lines
-            .iter()
-            .map(|l| {
-                let mut row = vec![
-                    l.at.to_string(),
-                    l.lsn.to_string(),
-                    output::clip(&l.what, 72),
-                    l.why.clone().unwrap_or_default(),
-                ];
-                if by {
-                    row.push(output::or_dash(
-                        l.origin.map(|o| format!("uid {} pid {}", o.uid, o.pid)),
-                    ));
-                }
-                row
-            })
-            .collect();
         let headers: &[&str] = if by {
             &["TIME", "LSN", "EVENT", "WHY", "BY"]
         } else {
             &["TIME", "LSN", "EVENT", "WHY"]
         };
-        output::table(w, headers, &rows)?;
+        // Rows are rendered on demand: a long history is never held as text.
+        output::table_by(w, headers, lines.len(), |i, row| {
+            let l = &lines[i];
+            row.push(l.at.to_string());
+            row.push(l.lsn.to_string());
+            row.push(output::clip(&l.what, 72));
+            row.push(l.why.clone().unwrap_or_default());
+            if by {
+                row.push(output::or_dash(
+                    l.origin.map(|o| format!("uid {} pid {}", o.uid, o.pid)),
+                ));
+            }
+        })?;
     }
     Ok(ExitCode::SUCCESS)
 }

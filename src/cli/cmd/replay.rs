@@ -4,8 +4,8 @@
 use crate::cli::args::time;
 use crate::cli::output::{self, Bar, Ui, W};
 use crate::cli::{render, Usage};
-use agentlog::store::Until;
 use agentlog::log::Lsn;
+use agentlog::store::Until;
 use agentlog::time::Timestamp;
 use anyhow::{Context, Result};
 use clap::Args;
