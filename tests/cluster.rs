@@ -12,6 +12,7 @@ mod cluster {
     mod bench;
     mod convergence;
     mod daemon;
+    mod heartbeats;
     mod nats_kill;
     mod races;
     mod sweep;

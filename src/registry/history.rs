@@ -77,7 +77,8 @@ pub fn fold_view(
     Ok(last)
 }
 
-/// Every event of `view` that concerns `agent`, in log order.
+/// Every event of `view` that concerns `agent`, in log order; a heartbeat
+/// batch stands for each of the agent's heartbeats in it (at its LSN).
 pub fn scan_history(view: &LogView, agent: &str) -> Result<Vec<(Lsn, Event)>, ScanError> {
     scan_history_with(view, agent, |_, _| {})
 }
@@ -100,7 +101,19 @@ pub fn scan_history_with(
             lsn: rec.lsn,
             source,
         })?;
-        if event.kind.concerns_agent(agent) {
+        if let super::EventKind::HeartbeatBatch { beats } = &event.kind {
+            // Each of the agent's heartbeats in the batch, as the heartbeat
+            // record it stands for (with its own origin).
+            for beat in beats.iter().filter(|b| b.agent == agent) {
+                let mut single = Vec::with_capacity(32 + agent.len());
+                codec::encode_heartbeat_into(&mut single, beat.at, agent, beat.pid);
+                if let Some(o) = beat.origin {
+                    codec::push_origin(&mut single, o);
+                }
+                on_payload(rec.lsn, &single);
+                out.push((rec.lsn, beat.event()));
+            }
+        } else if event.kind.concerns_agent(agent) {
             on_payload(rec.lsn, rec.payload);
             out.push((rec.lsn, event));
         }

@@ -22,7 +22,7 @@ pub use agents::{validate_agent, AgentMap};
 pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
 pub use error::RegistryError;
 pub use events::{
-    tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
+    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
     Registration, RegistrationKind, SessionKey, TransportCause,
 };
 pub use messages::{PostMessage, PostOutcome};

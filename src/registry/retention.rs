@@ -8,7 +8,7 @@
 //! ones were dropped by the fold), sessions timed out at `now`.
 //!
 //! [`Kept::keeps`] says whether a record survives compaction: agent events
-//! of kept agents, a post whose message is kept, a read receipt whose reader
+//! of kept agents (a heartbeat batch: while one of its agents is kept), a post whose message is kept, a read receipt whose reader
 //! and at least one message are kept, session events of kept sessions. Read
 //! receipts of agents that are not kept are stripped from messages by
 //! [`State::retain`], so the fold of the compacted log equals the retained
@@ -141,6 +141,11 @@ impl Kept {
             EventKind::SessionOpened { key, .. }
             | EventKind::SessionHeartbeat { key, .. }
             | EventKind::SessionClosed { key } => self.sessions.contains(key),
+            // One record: kept while it beats for a kept agent (its beats
+            // for retired ones fold as heartbeats of a missing agent).
+            EventKind::HeartbeatBatch { beats } => {
+                beats.iter().any(|b| self.agents.contains(&b.agent))
+            }
             kind => kind
                 .subject_agent()
                 .is_some_and(|a| self.agents.contains(a)),

@@ -54,6 +54,12 @@ pub trait CommandSink: Send + Sync {
     ) -> StoreResult<Lsn>;
 }
 
+/// A replicated record, decoded before anything is appended.
+enum Fact<'a> {
+    Batch(codec::HeartbeatBatchRef<'a>),
+    Event(Event),
+}
+
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Marker {
@@ -165,11 +171,16 @@ impl Store {
     /// with an error naming both (nothing is appended), because the local
     /// log's LSNs are the stream's sequences.
     pub fn append_replicated(&self, lsn: Lsn, payload: &[u8]) -> StoreResult<()> {
-        let event = codec::decode(payload).map_err(|source| StoreError::Decode {
+        let decode_err = |source| StoreError::Decode {
             dir: self.core.dir.clone(),
             lsn,
             source,
-        })?;
+        };
+        // A heartbeat batch folds from its bytes (no allocation per beat).
+        let fact = match codec::decode_heartbeat_batch(payload).map_err(decode_err)? {
+            Some(batch) => Fact::Batch(batch),
+            None => Fact::Event(codec::decode(payload).map_err(decode_err)?),
+        };
         let mut g = self.write();
         let next = self.core.log.next_lsn();
         if lsn != next {
@@ -183,7 +194,10 @@ impl Store {
         }
         let appended = self.core.log.append(payload, Durability::Lazy)?;
         debug_assert_eq!(appended, lsn);
-        g.state.apply(lsn, &event);
+        match &fact {
+            Fact::Batch(b) => g.state.apply_heartbeat_batch(lsn, b),
+            Fact::Event(e) => g.state.apply(lsn, e),
+        }
         g.applied = lsn;
         drop(g);
         self.after_append(lsn);
