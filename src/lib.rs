@@ -75,6 +75,7 @@ pub mod export;
 pub mod import;
 pub mod log;
 pub mod model;
+pub mod probe;
 pub mod registry;
 pub mod store;
 pub mod time;

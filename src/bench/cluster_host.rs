@@ -471,7 +471,9 @@ async fn nats_phase(
         node.flush_heartbeats().await;
         let lost = node.heartbeats_failed();
         if lost > 0 {
-            all.error(false, || format!("{lost} lazy heartbeats in failed batches"));
+            all.error(false, || {
+                format!("{lost} lazy heartbeats in failed batches")
+            });
         }
         let name = agent_name(spec.host);
         fence = node

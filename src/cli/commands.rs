@@ -7,10 +7,11 @@ use super::output::{self, Ui};
 use super::{reports, view, Usage};
 use agentlog::files::Sharing;
 use agentlog::ops::{self, Flow, Point};
+use agentlog::probe::ProcProbe;
 use agentlog::registry::labels::AgentUpdate;
 use agentlog::registry::queries::AgentFilter;
 use agentlog::registry::{
-    FieldUpdates, PostMessage, ProcProbe, Registration, RegistrationKind, SessionKey, SessionOp,
+    FieldUpdates, PostMessage, Registration, RegistrationKind, SessionKey, SessionOp,
 };
 use agentlog::store::Store;
 use anyhow::{Context, Result};

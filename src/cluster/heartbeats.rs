@@ -228,12 +228,8 @@ pub(crate) async fn run(
         let Some((payload, count, outcome)) = batcher.take() else {
             continue;
         };
-        let (batcher, shared, js, subject) = (
-            batcher.clone(),
-            shared.clone(),
-            js.clone(),
-            subject.clone(),
-        );
+        let (batcher, shared, js, subject) =
+            (batcher.clone(), shared.clone(), js.clone(), subject.clone());
         tokio::spawn(async move {
             let msg = PublishMessage::build().payload(payload.into());
             let stored = match publish_retried(&js, &subject, msg, deadline).await {

@@ -102,7 +102,8 @@ impl Shared {
             let mut folded = lock(&self.folded);
             self.store.append_replicated(seq, payload)?;
             // Heartbeat batches are never published conditionally.
-            let batch = payload.first().map(|t| t & !codec::ORIGIN_FLAG) == Some(tag::HEARTBEAT_BATCH);
+            let batch =
+                payload.first().map(|t| t & !codec::ORIGIN_FLAG) == Some(tag::HEARTBEAT_BATCH);
             match folded.get_mut(subject) {
                 _ if batch => {}
                 Some(last) => *last = seq,

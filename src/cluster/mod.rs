@@ -719,30 +719,30 @@ async fn publish_retried(
     let mut backoff = Duration::from_millis(20);
     loop {
         let attempt = match js.send_publish(subject.to_string(), msg.clone()).await {
-                Ok(ack) => ack.await,
-                Err(e) => Err(e),
-            };
-            match attempt {
-                Ok(ack) => return Ok(ack),
-                Err(e) => {
-                    let retry = matches!(
-                        e.kind(),
-                        PublishErrorKind::TimedOut
-                            | PublishErrorKind::BrokenPipe
-                            | PublishErrorKind::StreamNotFound
-                            | PublishErrorKind::MaxAckPending
-                            | PublishErrorKind::Other
-                    );
-                    if !retry || started.elapsed() >= deadline {
-                        return Err(e);
-                    }
-                    tracing::debug!(subject, error = %e, "publish retried");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
+            Ok(ack) => ack.await,
+            Err(e) => Err(e),
+        };
+        match attempt {
+            Ok(ack) => return Ok(ack),
+            Err(e) => {
+                let retry = matches!(
+                    e.kind(),
+                    PublishErrorKind::TimedOut
+                        | PublishErrorKind::BrokenPipe
+                        | PublishErrorKind::StreamNotFound
+                        | PublishErrorKind::MaxAckPending
+                        | PublishErrorKind::Other
+                );
+                if !retry || started.elapsed() >= deadline {
+                    return Err(e);
                 }
+                tracing::debug!(subject, error = %e, "publish retried");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
     }
+}
 
 /// The message id of a post with a request id, `post:<sender>:<project>:<id>`:
 /// a retry through any host inside the duplicate window is stored once and

@@ -204,24 +204,27 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
                     // when no request is buffered); a durable one waits for
                     // its own ack after those. No worker is blocked; the
                     // mirror wakes the watchers.
-                    if !hb.durable {
-                        match replica
-                            .heartbeat_lazy(peer.origin(), &hb.name, hb.pid, hb.at)
-                            .await
-                        {
-                            Ok(ticket) => {
-                                let id = hb.id.clone();
-                                pipeline.push(id, ticket, |out| hb.write_ok_prefix(out));
-                                continue;
-                            }
-                            Err(e) => hb.write_error(&e, &mut reply),
-                        }
+                    let lazy = if hb.durable {
+                        None
                     } else {
-                        hb.answer_replicated(replica, &peer, &mut reply).await;
+                        let (name, pid, at) = (&hb.name, hb.pid, hb.at);
+                        Some(replica.heartbeat_lazy(peer.origin(), name, pid, at).await)
+                    };
+                    if let Some(Ok(ticket)) = lazy {
+                        let id = hb.id.clone();
+                        pipeline.push(id, ticket, |out| hb.write_ok_prefix(out));
+                        continue;
                     }
-                    if pipeline.settle(&mut wr).await.is_err()
-                        || wr.write_all(&reply).await.is_err()
-                    {
+                    // Answered after the heartbeats before it; a durable
+                    // one is published only once their batches are stored.
+                    if pipeline.settle(&mut wr).await.is_err() {
+                        return;
+                    }
+                    match lazy {
+                        Some(Err(e)) => hb.write_error(&e, &mut reply),
+                        _ => hb.answer_replicated(replica, &peer, &mut reply).await,
+                    }
+                    if wr.write_all(&reply).await.is_err() {
                         return;
                     }
                     continue;
@@ -378,8 +381,8 @@ impl<'a> HotHeartbeat<'a> {
 
     /// The error reply line for `e`.
     fn write_error(self, e: &ErrorReply, out: &mut Vec<u8>) {
-        let mut doc = serde_json::to_vec(&error_doc(self.id, e))
-            .expect("a JSON value always serializes");
+        let mut doc =
+            serde_json::to_vec(&error_doc(self.id, e)).expect("a JSON value always serializes");
         doc.push(b'\n');
         out.extend_from_slice(&doc);
     }

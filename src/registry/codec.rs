@@ -15,8 +15,8 @@
 //! read such a tag as "written by a newer agentlog"; this build reads both.
 
 use super::events::{
-    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
-    Registration, RegistrationKind, SessionKey, TransportCause,
+    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn,
+    PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
 };
 use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
@@ -426,7 +426,11 @@ impl HeartbeatBatchBuilder {
     /// Leaves the builder empty (its buffer kept for the next batch).
     pub fn take_payload(&mut self) -> Vec<u8> {
         let mut buf = Vec::with_capacity(HEADER_LEN + 9 + self.entries.len());
-        put_header(&mut buf, tag::HEARTBEAT_BATCH, self.latest.unwrap_or_default());
+        put_header(
+            &mut buf,
+            tag::HEARTBEAT_BATCH,
+            self.latest.unwrap_or_default(),
+        );
         put_varint(&mut buf, self.count as u64);
         buf.extend_from_slice(&self.entries);
         self.entries.clear();
@@ -801,7 +805,15 @@ mod tests {
     fn heartbeat_batch_fast_path_matches_the_generic_codec() {
         let beats = [
             ("a", Some(7), Timestamp(1_796_040_000_123), None),
-            ("long-name-é", None, Timestamp(-3), Some(Origin { uid: 0, pid: 1 << 20 })),
+            (
+                "long-name-é",
+                None,
+                Timestamp(-3),
+                Some(Origin {
+                    uid: 0,
+                    pid: 1 << 20,
+                }),
+            ),
             ("a", Some(u32::MAX), Timestamp(1_796_040_000_120), None),
         ];
         let mut b = HeartbeatBatchBuilder::default();
@@ -829,10 +841,15 @@ mod tests {
         assert_eq!(payload, encode(&want));
         let fast = decode_heartbeat_batch(&payload).unwrap().unwrap();
         assert_eq!(fast.count, 3);
-        let got: Vec<_> = fast.iter().map(|h| (h.agent, h.pid, h.at, h.origin)).collect();
+        let got: Vec<_> = fast
+            .iter()
+            .map(|h| (h.agent, h.pid, h.at, h.origin))
+            .collect();
         assert_eq!(got, beats.to_vec());
         assert_eq!(heartbeat_count(&payload).unwrap(), 3);
-        assert!(decode_heartbeat_batch(&encode(&samples()[1])).unwrap().is_none());
+        assert!(decode_heartbeat_batch(&encode(&samples()[1]))
+            .unwrap()
+            .is_none());
         // A count that disagrees with the entries, or a cut entry, is refused.
         let mut lying = payload.clone();
         lying[HEADER_LEN] = 4;

@@ -283,7 +283,9 @@ pub enum EventKind {
     /// few milliseconds, stored as one stream message (one LSN). The fold
     /// applies them in order, each exactly as a [`EventKind::Heartbeat`]
     /// at this LSN with its own time; the event's own time is the latest.
-    HeartbeatBatch { beats: Vec<BatchedHeartbeat> },
+    HeartbeatBatch {
+        beats: Vec<BatchedHeartbeat>,
+    },
 }
 
 /// One heartbeat of a [`EventKind::HeartbeatBatch`]: what a

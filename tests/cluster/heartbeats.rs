@@ -44,7 +44,11 @@ async fn lazy_heartbeats_are_batched_and_every_host_folds_each_one() {
     let long = Duration::from_secs(10);
     let mut nodes = Vec::new();
     for (i, d) in dirs.iter().enumerate() {
-        let window = if i == 0 { long } else { Duration::from_millis(2) };
+        let window = if i == 0 {
+            long
+        } else {
+            Duration::from_millis(2)
+        };
         nodes.push(batching_node(d.path(), nats.url(i), "hb", &format!("h{i}"), window).await);
     }
     let all: Vec<&_> = nodes.iter().collect();
@@ -99,7 +103,9 @@ async fn lazy_heartbeats_are_batched_and_every_host_folds_each_one() {
             .filter(|(_, e)| matches!(e.kind, EventKind::Heartbeat { .. }))
             .map(|(lsn, e)| (*lsn, e.at))
             .collect();
-        let want: Vec<_> = (1..=5).map(|r| (before + 1, T0.add_secs(r * 10 + 3))).collect();
+        let want: Vec<_> = (1..=5)
+            .map(|r| (before + 1, T0.add_secs(r * 10 + 3)))
+            .collect();
         assert_eq!(beats, want);
     }
 
@@ -124,7 +130,10 @@ async fn lazy_heartbeats_are_batched_and_every_host_folds_each_one() {
     nodes[0].flush_heartbeats().await;
     let batch = late.wait().await.unwrap();
     assert_eq!(kept.wait().await.unwrap(), batch);
-    assert!(removed < again && again < batch, "{removed} {again} {batch}");
+    assert!(
+        removed < again && again < batch,
+        "{removed} {again} {batch}"
+    );
     converge(&all).await;
     for node in &nodes {
         let s = node.store().state();
@@ -180,7 +189,9 @@ fn a_replica_answers_pipelined_lazy_heartbeats_in_order_with_their_batch_lsn() {
     for i in 0..n {
         let doc = match i {
             250 => json!({"id": i, "method": "heartbeat", "params": {"name": "ghost"}}),
-            400 => json!({"id": i, "method": "heartbeat", "params": {"name": "p2", "durable": true}}),
+            400 => {
+                json!({"id": i, "method": "heartbeat", "params": {"name": "p2", "durable": true}})
+            }
             _ => {
                 let name = ["p1", "p2"][i % 2];
                 json!({"id": i, "method": "heartbeat", "params": {"name": name}})
@@ -192,7 +203,11 @@ fn a_replica_answers_pipelined_lazy_heartbeats_in_order_with_their_batch_lsn() {
     c.writer.write_all(&lines).unwrap();
     let replies: Vec<Value> = (0..n).map(|_| c.recv().expect("a reply")).collect();
     let ids: Vec<u64> = replies.iter().map(|r| r["id"].as_u64().unwrap()).collect();
-    assert_eq!(ids, (0..n as u64).collect::<Vec<_>>(), "replies in request order");
+    assert_eq!(
+        ids,
+        (0..n as u64).collect::<Vec<_>>(),
+        "replies in request order"
+    );
     assert!(
         replies[250]["error"]["message"]
             .as_str()
@@ -206,9 +221,16 @@ fn a_replica_answers_pipelined_lazy_heartbeats_in_order_with_their_batch_lsn() {
             .as_u64()
             .unwrap_or_else(|| panic!("reply {i}: {}", replies[i]))
     };
-    let lazy: BTreeSet<u64> = (0..n).filter(|i| ![250, 400].contains(i)).map(lsn).collect();
+    let lazy: BTreeSet<u64> = (0..n)
+        .filter(|i| ![250, 400].contains(i))
+        .map(lsn)
+        .collect();
     // One message per batch, not per heartbeat.
-    assert!(lazy.len() * 10 <= n, "{} batches for {n} heartbeats", lazy.len());
+    assert!(
+        lazy.len() * 10 <= n,
+        "{} batches for {n} heartbeats",
+        lazy.len()
+    );
     // The durable one is answered after the lazy ones before it were folded,
     // and is its own message after them.
     let before: Vec<u64> = (0..400).filter(|&i| i != 250).map(lsn).collect();
