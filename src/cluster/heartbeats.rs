@@ -240,6 +240,9 @@ pub(crate) async fn run(
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(format!("publish on {subject}: {e}")),
             };
+            // Before the permit goes back: a flush that sees every permit
+            // back may close the node, which needs the mirror state alone.
+            drop(shared);
             match &stored {
                 Ok(seq) => {
                     batcher.acked.fetch_max(*seq, Ordering::Relaxed);

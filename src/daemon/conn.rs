@@ -17,6 +17,11 @@
 //! rather than once per heartbeat. Anything else about a line (another
 //! method, an unknown key, a `null`, a bad time) takes the general path,
 //! which answers it exactly as before, after the held replies.
+//!
+//! On a replica a lazy heartbeat joins the host's heartbeat batch and its
+//! reply waits in the connection's [`super::replica::Pipeline`] for the
+//! batch's sequence, so one connection keeps many in flight; the replies
+//! go out in request order whenever no further request is buffered.
 
 use super::durable::Held;
 use super::frame::{self, Frame};

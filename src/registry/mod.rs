@@ -5,6 +5,7 @@
 //! and folds them.
 
 pub mod agents;
+mod batch;
 pub mod codec;
 pub mod commands;
 pub mod error;
