@@ -52,6 +52,8 @@
 //!   PROTOCOL.md over a Unix socket, optionally HTTP) and its [`Client`].
 //! - [`cluster`]: a [`ClusterNode`] mirrors a fleet's NATS JetStream stream
 //!   into a local store.
+//! - [`probe`]: the sweep's process probe (`/proc`), outside the pure
+//!   registry: a pid means something only on its own host.
 //! - [`model`], [`time`]: the agent's fields and timestamps shared by all.
 //!
 //! Not the library's API, hidden from these docs (public only because the
