@@ -16,6 +16,9 @@
 //! * a batch is published without a message id (a retried batch stored
 //!   twice folds to the same registry) and retried through leader changes
 //!   until the node's deadline, like a durable publish;
+//! * a command or durable heartbeat of the host is published only after
+//!   the batch open when it came was answered ([`Batcher::seal`]), so it
+//!   lands after the lazy heartbeats the host accepted before it;
 //! * each heartbeat gets a [`HeartbeatTicket`] that resolves to the batch's
 //!   stream sequence once the stream stored it and the local mirror folded
 //!   it; that sequence is the heartbeat's LSN on every host.
@@ -171,17 +174,25 @@ impl Batcher {
         self.failed.load(Ordering::Relaxed)
     }
 
-    /// Seals the open batch now and waits until every batch sealed so far
-    /// was answered; the highest sequence stored and folded here.
-    pub async fn flush(&self) -> Lsn {
+    /// Seals the open batch now and waits until it was answered, so a
+    /// command published next lands after the heartbeats this host accepted
+    /// before it (as on one connection before batching). A failed batch is
+    /// already logged and counted.
+    pub async fn seal(&self) {
         let pending = {
             let open = lock(&self.open);
             (!open.beats.is_empty()).then(|| open.outcome.subscribe())
         };
-        if let Some(t) = pending {
+        if let Some(outcome) = pending {
             self.wake.notify_one();
-            let _ = (HeartbeatTicket { outcome: t }).wait().await;
+            let _ = (HeartbeatTicket { outcome }).wait().await;
         }
+    }
+
+    /// Seals the open batch now and waits until every batch sealed so far
+    /// was answered; the highest sequence stored and folded here.
+    pub async fn flush(&self) -> Lsn {
+        self.seal().await;
         // Every permit back = nothing in flight.
         let all = self.limits.in_flight as u32;
         if let Ok(p) = self.in_flight.acquire_many(all).await {

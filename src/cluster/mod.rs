@@ -316,6 +316,8 @@ impl ClusterNode {
         if let Some(f) = self.shared.failure() {
             return Err(ClusterError::Mirror(f));
         }
+        // After the lazy heartbeats this host accepted before the command.
+        self.heartbeats.seal().await;
         let mut done = Vec::new();
         let mut lost_on = String::new();
         for _ in 0..self.opts.conflict_rounds.max(1) {
@@ -502,6 +504,7 @@ impl ClusterNode {
                 .await;
         }
         let at = self.check_heartbeat(agent, pid, at)?;
+        self.heartbeats.seal().await;
         let mut payload = Vec::with_capacity(32 + agent.len());
         codec::encode_heartbeat_into(&mut payload, at, agent, pid);
         if let Some(o) = origin {
