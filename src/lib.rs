@@ -52,6 +52,8 @@
 //!   PROTOCOL.md over a Unix socket, optionally HTTP) and its [`Client`].
 //! - [`cluster`]: a [`ClusterNode`] mirrors a fleet's NATS JetStream stream
 //!   into a local store.
+//! - [`probe`]: the sweep's process probe (`/proc`), outside the pure
+//!   registry: a pid means something only on its own host.
 //! - [`model`], [`time`]: the agent's fields and timestamps shared by all.
 //!
 //! Private: `snapshot` (checkpoint files), `layout` (the store directory's
@@ -86,6 +88,7 @@ pub mod export;
 pub mod import;
 pub mod log;
 pub mod model;
+pub mod probe;
 pub mod registry;
 pub mod store;
 pub mod time;

@@ -14,6 +14,7 @@ mod cluster {
     mod compaction;
     mod convergence;
     mod daemon;
+    mod heartbeats;
     mod nats_kill;
     mod races;
     mod sweep;

@@ -25,7 +25,7 @@ use super::latency::{Histogram, HistogramParts};
 use super::{BenchError, Result};
 use agentlog::cluster::{ClusterError, ClusterNode, ClusterOptions};
 use agentlog::model::Status;
-use agentlog::registry::{decode, EventKind, Registration};
+use agentlog::registry::{codec, decode, EventKind, Registration};
 use agentlog::store::{Store, StoreOptions};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -116,6 +116,9 @@ pub struct PhaseResult {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DrainResult {
+    /// Heartbeats this host folded up to the drained sequence since the
+    /// phase began (a batch counts each of its heartbeats; NATS only).
+    pub heartbeats: u64,
     /// CLOCK_MONOTONIC when this host's mirror last advanced, i.e. when it
     /// had folded everything up to the drained sequence (NATS; 0 on etcd).
     pub reached_ns: u64,
@@ -168,15 +171,21 @@ fn wait_until(start_ns: u64) {
     std::thread::sleep(Duration::from_nanos(start_ns.saturating_sub(mono_ns())));
 }
 
+/// What a host's watcher measured: other hosts' stamps, when its mirror
+/// reached the drained sequence, heartbeats folded.
+type Followed = (Histogram, u64, u64);
+
 /// The NATS watcher: follows the mirror's applied sequence until told the
-/// drained sequence, decoding status stamps when `stamps`.
+/// drained sequence, decoding status stamps when `stamps` and counting the
+/// heartbeats folded otherwise.
 async fn follow_mirror(
     node: Arc<ClusterNode>,
     me: usize,
     stamps: bool,
     mut target: watch::Receiver<Option<u64>>,
-) -> std::result::Result<(Histogram, u64), String> {
+) -> std::result::Result<Followed, String> {
     let mut hist = Histogram::new();
+    let mut heartbeats = 0;
     let mut next = node.applied() + 1;
     let mut reached_ns = mono_ns();
     loop {
@@ -184,22 +193,25 @@ async fn follow_mirror(
         if applied >= next {
             let now = mono_ns();
             reached_ns = now;
-            if stamps {
-                let view = node.store().view();
-                for rec in view.iter_from(next) {
-                    let rec = rec.map_err(|e| e.to_string())?;
-                    if rec.lsn > applied {
-                        break;
-                    }
-                    let event = decode(rec.payload).map_err(|e| format!("lsn {}: {e}", rec.lsn))?;
-                    if let EventKind::StatusChanged {
-                        message: Some(m), ..
-                    } = &event.kind
-                    {
-                        match parse_stamp(m) {
-                            Some((h, t)) if h != me => hist.record(now.saturating_sub(t)),
-                            _ => {}
-                        }
+            let view = node.store().view();
+            for rec in view.iter_from(next) {
+                let rec = rec.map_err(|e| e.to_string())?;
+                if rec.lsn > applied {
+                    break;
+                }
+                if !stamps {
+                    heartbeats += codec::heartbeat_count(rec.payload)
+                        .map_err(|e| format!("lsn {}: {e}", rec.lsn))?;
+                    continue;
+                }
+                let event = decode(rec.payload).map_err(|e| format!("lsn {}: {e}", rec.lsn))?;
+                if let EventKind::StatusChanged {
+                    message: Some(m), ..
+                } = &event.kind
+                {
+                    match parse_stamp(m) {
+                        Some((h, t)) if h != me => hist.record(now.saturating_sub(t)),
+                        _ => {}
                     }
                 }
             }
@@ -207,7 +219,7 @@ async fn follow_mirror(
         }
         if let Some(t) = *target.borrow() {
             if applied >= t {
-                return Ok((hist, reached_ns));
+                return Ok((hist, reached_ns, heartbeats));
             }
         }
         tokio::select! {
@@ -222,7 +234,7 @@ async fn follow_mirror(
     }
 }
 
-type NatsWatch = tokio::task::JoinHandle<std::result::Result<(Histogram, u64), String>>;
+type NatsWatch = tokio::task::JoinHandle<std::result::Result<Followed, String>>;
 type EtcdWatch = std::thread::JoinHandle<std::result::Result<Histogram, String>>;
 
 enum Backend {
@@ -321,12 +333,13 @@ impl Host {
                     .take()
                     .ok_or_else(|| run_err("drain without a phase"))?;
                 tx.send_replace(Some(seq));
-                let (hist, reached_ns) = self
+                let (hist, reached_ns, heartbeats) = self
                     .rt
                     .block_on(task)
                     .map_err(run_err)?
                     .map_err(BenchError::Run)?;
                 Ok(HostReply::Drain(DrainResult {
+                    heartbeats,
                     reached_ns,
                     visibility: hist.to_parts(),
                 }))
@@ -345,6 +358,7 @@ impl Host {
                     None => Histogram::new(),
                 };
                 Ok(HostReply::Drain(DrainResult {
+                    heartbeats: 0,
                     reached_ns: 0,
                     visibility: hist.to_parts(),
                 }))
@@ -452,6 +466,15 @@ async fn nats_phase(
     }
     let end_ns = mono_ns();
     if phase == Phase::Heartbeats {
+        // Every lazy heartbeat accepted is in a batch stored and folded
+        // here (or counted failed); the durable one lands after them all.
+        node.flush_heartbeats().await;
+        let lost = node.heartbeats_failed();
+        if lost > 0 {
+            all.error(false, || {
+                format!("{lost} lazy heartbeats in failed batches")
+            });
+        }
         let name = agent_name(spec.host);
         fence = node
             .heartbeat_durable(&name, None, None)

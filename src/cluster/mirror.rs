@@ -3,7 +3,8 @@
 //! One ordered consumer per node delivers every stored message in sequence
 //! order from `applied + 1`; each is appended to the local store at LSN =
 //! its stream sequence ([`Store::append_replicated`]) and folded. The
-//! per-subject last sequences that conditional publishes expect are updated
+//! per-subject last sequences that conditional publishes expect (every
+//! subject but the heartbeat batches', which nothing expects) are updated
 //! under the same lock as the store, so a validator never pairs an older
 //! state with a newer expectation. A consumer that fails (a NATS node died,
 //! a reconnect) is recreated from `applied + 1`: nothing is applied twice.
@@ -23,6 +24,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::subjects::FleetSubjects;
+use super::{ClusterError, ClusterResult};
 
 /// What the mirror task and the node's commands share.
 pub(crate) struct Shared {
@@ -56,7 +58,9 @@ impl Shared {
                 lsn: rec.lsn,
                 source,
             })?;
-            folded.insert(subjects.of(&event.kind), rec.lsn);
+            if event.kind.tag() != tag::HEARTBEAT_BATCH {
+                folded.insert(subjects.of(&event.kind), rec.lsn);
+            }
         }
         let (applied, _) = watch::channel(store.applied_lsn());
         Ok(Shared {
@@ -80,6 +84,24 @@ impl Shared {
 
     pub fn failure(&self) -> Option<String> {
         lock(&self.failure).clone()
+    }
+
+    /// Waits until the mirror folded `seq`, at most `deadline`.
+    pub async fn wait_applied(&self, seq: Lsn, deadline: Duration) -> ClusterResult<()> {
+        let mut rx = self.applied.subscribe();
+        let reached = tokio::time::timeout(deadline, rx.wait_for(|a| *a >= seq)).await;
+        if let Some(f) = self.failure() {
+            return Err(ClusterError::Mirror(f));
+        }
+        match reached {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(ClusterError::Lagging {
+                dir: self.store.dir().display().to_string(),
+                seq,
+                applied: *self.applied.borrow(),
+                waited: deadline,
+            }),
+        }
     }
 
     /// Corrects a subject's last sequence to what the stream says (after a
@@ -107,7 +129,11 @@ impl Shared {
         {
             let mut folded = lock(&self.folded);
             self.store.append_replicated(seq, payload)?;
+            // Heartbeat batches are never published conditionally.
+            let batch =
+                payload.first().map(|t| t & !codec::ORIGIN_FLAG) == Some(tag::HEARTBEAT_BATCH);
             match folded.get_mut(subject) {
+                _ if batch => {}
                 Some(last) => *last = seq,
                 None => {
                     folded.insert(subject.to_string(), seq);

@@ -16,18 +16,21 @@
 //!   and after the local mirror folded it (read-your-writes per host);
 //! * every durable publish carries a `Nats-Msg-Id` kept across its retries,
 //!   so a publish retried after a lost ack is stored once;
-//! * lazy heartbeats are asynchronous publishes with a bounded number of
-//!   acks in flight (back-pressure past it);
+//! * lazy heartbeats are coalesced per host into one message per few
+//!   milliseconds ([`heartbeats`]), published asynchronously with a bounded
+//!   number of batches in flight (back-pressure past it);
 //! * compaction runs on the stream, one host at a time, behind a marker
 //!   whose fold removes what it deletes ([`compact`]).
 
 mod compact;
+mod heartbeats;
 mod lease;
 mod mirror;
 mod requested_sweep;
 mod sink;
 pub mod subjects;
 
+pub use heartbeats::{BatchLimits, HeartbeatTicket};
 pub use lease::SweepLease;
 pub use subjects::FleetSubjects;
 
@@ -65,6 +68,9 @@ pub enum ClusterError {
     /// The local mirror stopped (a stream record it cannot apply).
     #[error("mirror stopped: {0}")]
     Mirror(String),
+    /// A batch of lazy heartbeats was not stored (or not folded here).
+    #[error("heartbeat batch: {0}")]
+    HeartbeatBatch(String),
     /// The mirror did not reach a sequence in time.
     #[error(
         "mirror of {dir} did not reach stream sequence {seq} within {waited:?} (at {applied})"
@@ -107,8 +113,8 @@ pub struct ClusterOptions {
     pub host_id: String,
     /// Stream replicas (3 in production; the stream is created if absent).
     pub replicas: usize,
-    /// Lazy heartbeat acks in flight before publishing waits (default 4096).
-    pub heartbeat_inflight: usize,
+    /// How lazy heartbeats are coalesced into batches (docs/scaling.md §5).
+    pub heartbeat_batches: BatchLimits,
     /// Validate-and-publish rounds before [`ClusterError::Conflict`] (default 8).
     pub conflict_rounds: usize,
     /// How long a publish is retried through leader changes, and how long a
@@ -125,7 +131,7 @@ impl ClusterOptions {
             fleet: fleet.to_string(),
             host_id: host_id.to_string(),
             replicas: 3,
-            heartbeat_inflight: 4096,
+            heartbeat_batches: BatchLimits::default(),
             conflict_rounds: 8,
             deadline: Duration::from_secs(30),
             sweep: SweepPolicy::default(),
@@ -143,9 +149,10 @@ pub struct ClusterNode {
     opts: ClusterOptions,
     client: async_nats::Client,
     js: jetstream::Context,
-    heartbeats: jetstream::Context,
+    heartbeats: Arc<heartbeats::Batcher>,
     stream: stream::Stream,
     mirror: Option<JoinHandle<()>>,
+    flusher: Option<JoinHandle<()>>,
     boot: u64,
     requests: AtomicU64,
     /// The runtime the node runs on: blocking callers ([`crate::store::CommandSink`])
@@ -198,12 +205,18 @@ impl ClusterNode {
         let js = jetstream::ContextBuilder::new()
             .timeout(Duration::from_secs(5))
             .build(client.clone());
-        let heartbeats = jetstream::ContextBuilder::new()
-            .max_ack_inflight(opts.heartbeat_inflight.max(1))
-            .build(client.clone());
         let stream = ensure_stream(&js, &subjects, opts.replicas).await?;
+        let batch_subject = subjects.heartbeats(&opts.host_id);
         let shared = Arc::new(mirror::Shared::new(Arc::new(store), subjects)?);
         let mirror = tokio::spawn(mirror::run(shared.clone(), stream.clone()));
+        let heartbeats = Arc::new(heartbeats::Batcher::new(opts.heartbeat_batches));
+        let flusher = tokio::spawn(heartbeats::run(
+            heartbeats.clone(),
+            shared.clone(),
+            js.clone(),
+            batch_subject,
+            opts.deadline,
+        ));
         let boot = Timestamp::now().as_millis() as u64;
         Ok(ClusterNode {
             shared,
@@ -213,6 +226,7 @@ impl ClusterNode {
             heartbeats,
             stream,
             mirror: Some(mirror),
+            flusher: Some(flusher),
             boot,
             requests: AtomicU64::new(0),
             runtime: tokio::runtime::Handle::current(),
@@ -268,21 +282,7 @@ impl ClusterNode {
 
     /// Waits until the mirror folded `seq` (bounded by the deadline).
     pub async fn wait_applied(&self, seq: Lsn) -> ClusterResult<()> {
-        let mut rx = self.shared.applied.subscribe();
-        let deadline = self.opts.deadline;
-        let reached = tokio::time::timeout(deadline, rx.wait_for(|a| *a >= seq)).await;
-        if let Some(f) = self.shared.failure() {
-            return Err(ClusterError::Mirror(f));
-        }
-        match reached {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(ClusterError::Lagging {
-                dir: self.shared.store.dir().display().to_string(),
-                seq,
-                applied: self.applied(),
-                waited: deadline,
-            }),
-        }
+        self.shared.wait_applied(seq, self.opts.deadline).await
     }
 
     /// Catches the mirror up to the stream's current last sequence.
@@ -297,41 +297,12 @@ impl ClusterNode {
         format!("{}:{}:{n}", self.opts.host_id, self.boot)
     }
 
-    /// Publishes and waits for the stream's ack, retrying through leader
-    /// changes and reconnects (same message id, so stored once) until the
-    /// deadline. "Wrong last sequence" is returned at once.
     async fn publish_acked(
         &self,
         subject: &str,
         msg: PublishMessage,
     ) -> Result<jetstream::publish::PublishAck, PublishError> {
-        let started = Instant::now();
-        let mut backoff = Duration::from_millis(20);
-        loop {
-            let attempt = match self.js.send_publish(subject.to_string(), msg.clone()).await {
-                Ok(ack) => ack.await,
-                Err(e) => Err(e),
-            };
-            match attempt {
-                Ok(ack) => return Ok(ack),
-                Err(e) => {
-                    let retry = matches!(
-                        e.kind(),
-                        PublishErrorKind::TimedOut
-                            | PublishErrorKind::BrokenPipe
-                            | PublishErrorKind::StreamNotFound
-                            | PublishErrorKind::MaxAckPending
-                            | PublishErrorKind::Other
-                    );
-                    if !retry || started.elapsed() >= self.opts.deadline {
-                        return Err(e);
-                    }
-                    tracing::debug!(subject, error = %e, "publish retried");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(500));
-                }
-            }
-        }
+        publish_retried(&self.js, subject, msg, self.opts.deadline).await
     }
 
     /// Validates with `check` against the folded state and publishes the
@@ -349,6 +320,8 @@ impl ClusterNode {
         if let Some(f) = self.shared.failure() {
             return Err(ClusterError::Mirror(f));
         }
+        // After the lazy heartbeats this host accepted before the command.
+        self.heartbeats.seal().await;
         let mut done = Vec::new();
         let mut lost_on = String::new();
         for _ in 0..self.opts.conflict_rounds.max(1) {
@@ -461,28 +434,47 @@ impl ClusterNode {
         Ok((lsn.expect("published"), kind))
     }
 
-    /// A lazy heartbeat: validated against the local fold, then handed to
-    /// the asynchronous publisher (waits only when `heartbeat_inflight` acks
-    /// are outstanding). Not conditional: an agent's heartbeats come from
-    /// one process, and one that lands after the agent finished folds as a
-    /// no-op. No message id: a duplicate heartbeat folds to the same state,
-    /// and the dedupe table would hold every heartbeat of the window.
+    /// A lazy heartbeat: validated against the local fold, then added to
+    /// this host's open heartbeat batch (waits only while
+    /// `heartbeat_batches.in_flight` batches await their ack and the open
+    /// one is full). Not conditional: an agent's heartbeats come from one
+    /// process, and one that lands after the agent finished folds as a
+    /// no-op. Returns once accepted; a failed batch is logged and counted
+    /// ([`ClusterNode::heartbeats_failed`]): the loss window of a lazy
+    /// heartbeat.
     pub async fn heartbeat(
         &self,
         agent: &str,
         pid: Option<u32>,
         at: Option<Timestamp>,
     ) -> ClusterResult<()> {
-        let (subject, payload) = self.heartbeat_payload(None, agent, pid, at)?;
-        let ack = self
-            .heartbeats
-            .publish(subject.clone(), payload.into())
-            .await
-            .map_err(|e| nats_err(format!("publish heartbeat on {subject}"), e))?;
-        // Dropping the future hands its ack (and in-flight permit) to the
-        // context's acker: back-pressure without a task per heartbeat.
-        drop(ack);
-        Ok(())
+        self.heartbeat_batched(None, agent, pid, at).await.map(drop)
+    }
+
+    /// A lazy heartbeat added to this host's open batch; the ticket gives
+    /// its LSN (the batch's stream sequence) once the stream stored the
+    /// batch and the local mirror folded it.
+    pub async fn heartbeat_batched(
+        &self,
+        origin: Option<Origin>,
+        agent: &str,
+        pid: Option<u32>,
+        at: Option<Timestamp>,
+    ) -> ClusterResult<HeartbeatTicket> {
+        let at = self.check_heartbeat(agent, pid, at)?;
+        Ok(self.heartbeats.push(at, agent, pid, origin).await)
+    }
+
+    /// Seals the open heartbeat batch and waits until every batch sealed
+    /// so far was answered; the highest batch sequence stored and folded
+    /// here (0 if none).
+    pub async fn flush_heartbeats(&self) -> Lsn {
+        self.heartbeats.flush().await
+    }
+
+    /// Lazy heartbeats accepted whose batch was not stored.
+    pub fn heartbeats_failed(&self) -> u64 {
+        self.heartbeats.failed()
     }
 
     /// A durable heartbeat: returns its sequence once the stream stored it
@@ -498,8 +490,9 @@ impl ClusterNode {
 
     /// A heartbeat answered once the stream stored it and the mirror folded
     /// it (its LSN is known only then): the daemon's heartbeats. A durable
-    /// one carries a message id (a retry after a lost ack is stored once);
-    /// a lazy one none (a retry may store it twice, which folds the same).
+    /// one is its own message on the agent's subject, with a message id (a
+    /// retry after a lost ack is stored once); a lazy one joins this host's
+    /// heartbeat batch and answers the batch's sequence.
     pub async fn heartbeat_acked(
         &self,
         origin: Option<Origin>,
@@ -508,11 +501,24 @@ impl ClusterNode {
         at: Option<Timestamp>,
         durable: bool,
     ) -> ClusterResult<Lsn> {
-        let (subject, payload) = self.heartbeat_payload(origin, agent, pid, at)?;
-        let mut msg = PublishMessage::build().payload(payload.into());
-        if durable {
-            msg = msg.message_id(self.next_msg_id());
+        if !durable {
+            return self
+                .heartbeat_batched(origin, agent, pid, at)
+                .await?
+                .wait()
+                .await;
         }
+        let at = self.check_heartbeat(agent, pid, at)?;
+        self.heartbeats.seal().await;
+        let mut payload = Vec::with_capacity(32 + agent.len());
+        codec::encode_heartbeat_into(&mut payload, at, agent, pid);
+        if let Some(o) = origin {
+            codec::push_origin(&mut payload, o);
+        }
+        let subject = self.shared.subjects.agent(agent);
+        let msg = PublishMessage::build()
+            .payload(payload.into())
+            .message_id(self.next_msg_id());
         let ack = self
             .publish_acked(&subject, msg)
             .await
@@ -521,26 +527,20 @@ impl ClusterNode {
         Ok(ack.sequence)
     }
 
-    fn heartbeat_payload(
+    /// Validates a heartbeat against the local fold; its event time.
+    fn check_heartbeat(
         &self,
-        origin: Option<Origin>,
         agent: &str,
         pid: Option<u32>,
         at: Option<Timestamp>,
-    ) -> ClusterResult<(String, Vec<u8>)> {
+    ) -> ClusterResult<Timestamp> {
         if let Some(f) = self.shared.failure() {
             return Err(ClusterError::Mirror(f));
         }
-        let at = at.unwrap_or_else(Timestamp::now);
         self.shared
             .store
             .with_state(|s, _| s.check_heartbeat(agent, pid))?;
-        let mut payload = Vec::with_capacity(32 + agent.len());
-        codec::encode_heartbeat_into(&mut payload, at, agent, pid);
-        if let Some(o) = origin {
-            codec::push_origin(&mut payload, o);
-        }
-        Ok((self.shared.subjects.agent(agent), payload))
+        Ok(at.unwrap_or_else(Timestamp::now))
     }
 
     pub async fn set_status(
@@ -698,6 +698,12 @@ impl ClusterNode {
     /// Stops the mirror and closes the local store cleanly (snapshot, sync,
     /// unlock); the stream and the other hosts are untouched.
     pub async fn close(mut self) -> ClusterResult<()> {
+        // Lazy heartbeats accepted are published before the node goes.
+        self.heartbeats.flush().await;
+        if let Some(flusher) = self.flusher.take() {
+            flusher.abort();
+            let _ = flusher.await;
+        }
         if let Some(mirror) = self.mirror.take() {
             mirror.abort();
             let _ = mirror.await;
@@ -716,6 +722,44 @@ impl ClusterNode {
             Err(_) => Err(ClusterError::Mirror(
                 "local store still shared at close".into(),
             )),
+        }
+    }
+}
+
+/// Publishes and waits for the stream's ack, retrying through leader
+/// changes and reconnects (same message id, so stored once) until
+/// `deadline`. "Wrong last sequence" is returned at once.
+async fn publish_retried(
+    js: &jetstream::Context,
+    subject: &str,
+    msg: PublishMessage,
+    deadline: Duration,
+) -> Result<jetstream::publish::PublishAck, PublishError> {
+    let started = Instant::now();
+    let mut backoff = Duration::from_millis(20);
+    loop {
+        let attempt = match js.send_publish(subject.to_string(), msg.clone()).await {
+            Ok(ack) => ack.await,
+            Err(e) => Err(e),
+        };
+        match attempt {
+            Ok(ack) => return Ok(ack),
+            Err(e) => {
+                let retry = matches!(
+                    e.kind(),
+                    PublishErrorKind::TimedOut
+                        | PublishErrorKind::BrokenPipe
+                        | PublishErrorKind::StreamNotFound
+                        | PublishErrorKind::MaxAckPending
+                        | PublishErrorKind::Other
+                );
+                if !retry || started.elapsed() >= deadline {
+                    return Err(e);
+                }
+                tracing::debug!(subject, error = %e, "publish retried");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+            }
         }
     }
 }
@@ -746,8 +790,8 @@ fn own_origin() -> Origin {
 
 impl Drop for ClusterNode {
     fn drop(&mut self) {
-        if let Some(mirror) = &self.mirror {
-            mirror.abort();
+        for task in [&self.mirror, &self.flusher].into_iter().flatten() {
+            task.abort();
         }
     }
 }

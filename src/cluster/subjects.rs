@@ -2,7 +2,8 @@
 //!
 //! Everything an agent's fold depends on is on `al.<fleet>.agent.<name>`, a
 //! sender's posts on `al.<fleet>.mail.<sender>`, a session's events on
-//! `al.<fleet>.session.<hash>`. The mapping is a pure function of the event,
+//! `al.<fleet>.session.<hash>`, a host's heartbeat batches on
+//! `al.<fleet>.hb.<host>` (never published conditionally). The mapping is a pure function of the event,
 //! so every host computes the same subject for the same event (the mirror
 //! rebuilds its per-subject sequences from the local log with it).
 
@@ -57,6 +58,11 @@ impl FleetSubjects {
         format!("al.{}.session.{:016x}", self.fleet, session_hash(key))
     }
 
+    /// The lazy heartbeat batches one host publishes (docs/scaling.md §5).
+    pub fn heartbeats(&self, host: &str) -> String {
+        format!("al.{}.hb.{}", self.fleet, token(host))
+    }
+
     /// Fleet-wide events.
     pub fn ctl(&self) -> String {
         format!("al.{}.ctl", self.fleet)
@@ -66,6 +72,9 @@ impl FleetSubjects {
     pub fn of(&self, kind: &EventKind) -> String {
         match kind {
             EventKind::MessagePosted(m) => self.mail(&m.from),
+            // Which host published a batch is in its subject, not its event:
+            // the mirror never records these (nothing expects them).
+            EventKind::HeartbeatBatch { .. } => format!("al.{}.hb", self.fleet),
             _ => match (kind.subject_agent(), kind.session()) {
                 (Some(agent), _) => self.agent(agent),
                 (None, Some(key)) => self.session(key),
@@ -123,6 +132,8 @@ mod tests {
         assert_eq!(f.agent("~x"), "al.prod.agent.~7e78");
         assert_eq!(f.agent("a b"), "al.prod.agent.~612062");
         assert_eq!(f.stream_name(), "AGENTLOG_PROD");
+        assert_eq!(f.heartbeats("host-1"), "al.prod.hb.host-1");
+        assert_eq!(f.heartbeats("h.2"), "al.prod.hb.~682e32");
         assert!(FleetSubjects::new("a.b").is_err());
         assert!(FleetSubjects::new("").is_err());
     }

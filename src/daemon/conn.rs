@@ -17,6 +17,11 @@
 //! rather than once per heartbeat. Anything else about a line (another
 //! method, an unknown key, a `null`, a bad time) takes the general path,
 //! which answers it exactly as before, after the held replies.
+//!
+//! On a replica a lazy heartbeat joins the host's heartbeat batch and its
+//! reply waits in the connection's [`super::replica::Pipeline`] for the
+//! batch's sequence, so one connection keeps many in flight; the replies
+//! go out in request order whenever no further request is buffered.
 
 use super::durable::Held;
 use super::frame::{self, Frame};
@@ -142,11 +147,15 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
         pending: false,
     };
     let mut held = Held::default();
+    let mut pipeline = super::replica::Pipeline::default();
     loop {
         let buffered = rd.buffer().contains(&b'\n');
-        if !buffered {
+        if !buffered || pipeline.is_full() {
             wake.now();
-            if held.settle(&shared.syncer, &mut wr).await.is_err() || wr.flush().await.is_err() {
+            if pipeline.settle(&mut wr).await.is_err()
+                || held.settle(&shared.syncer, &mut wr).await.is_err()
+                || wr.flush().await.is_err()
+            {
                 return;
             }
         }
@@ -172,11 +181,15 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             }
             Ok(Err(_)) => return,
             Ok(Ok(Frame::Eof)) => {
-                let _ = wr.flush().await;
+                if pipeline.settle(&mut wr).await.is_ok() {
+                    let _ = wr.flush().await;
+                }
                 return;
             }
             Ok(Ok(Frame::TooLong)) => {
-                if held.settle(&shared.syncer, &mut wr).await.is_err() {
+                if pipeline.settle(&mut wr).await.is_err()
+                    || held.settle(&shared.syncer, &mut wr).await.is_err()
+                {
                     return;
                 }
                 let msg = format!(
@@ -191,10 +204,31 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             if let Some(hb) = HotHeartbeat::decode(&line) {
                 reply.clear();
                 if let Some(replica) = &shared.replica {
-                    // A replica's heartbeat waits for the stream's ack (its
-                    // LSN) on this task: no worker is blocked. The mirror
-                    // wakes the watchers.
-                    hb.answer_replicated(replica, &peer, &mut reply).await;
+                    // A replica's lazy heartbeat joins the host's batch and
+                    // its reply waits in the pipeline (answered in order
+                    // when no request is buffered); a durable one waits for
+                    // its own ack after those. No worker is blocked; the
+                    // mirror wakes the watchers.
+                    let lazy = if hb.durable {
+                        None
+                    } else {
+                        let (name, pid, at) = (&hb.name, hb.pid, hb.at);
+                        Some(replica.heartbeat_lazy(peer.origin(), name, pid, at).await)
+                    };
+                    if let Some(Ok(ticket)) = lazy {
+                        let id = hb.id.clone();
+                        pipeline.push(id, ticket, |out| hb.write_ok_prefix(out));
+                        continue;
+                    }
+                    // Answered after the heartbeats before it; a durable
+                    // one is published only once their batches are stored.
+                    if pipeline.settle(&mut wr).await.is_err() {
+                        return;
+                    }
+                    match lazy {
+                        Some(Err(e)) => hb.write_error(&e, &mut reply),
+                        _ => hb.answer_replicated(replica, &peer, &mut reply).await,
+                    }
                     if wr.write_all(&reply).await.is_err() {
                         return;
                     }
@@ -224,7 +258,9 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
                 continue;
             }
         }
-        if held.settle(&shared.syncer, &mut wr).await.is_err() {
+        if pipeline.settle(&mut wr).await.is_err()
+            || held.settle(&shared.syncer, &mut wr).await.is_err()
+        {
             return;
         }
         if line.iter().all(u8::is_ascii_whitespace) {
@@ -333,14 +369,27 @@ impl<'a> HotHeartbeat<'a> {
     /// `{"id":…,"result":{"agent":…,"lsn":…}}`, keys in the order
     /// serde_json's maps serialize them.
     pub fn write_ok(&self, lsn: Lsn, out: &mut Vec<u8>) {
+        self.write_ok_prefix(out);
+        serde_json::to_writer(&mut *out, &lsn).expect("a number always serializes");
+        out.extend_from_slice(b"}}\n");
+    }
+
+    /// The success reply up to its LSN (the rest is `LSN}}\n`).
+    fn write_ok_prefix(&self, out: &mut Vec<u8>) {
         let json = "a string or a JSON value always serializes";
         out.extend_from_slice(b"{\"id\":");
         serde_json::to_writer(&mut *out, &self.id).expect(json);
         out.extend_from_slice(b",\"result\":{\"agent\":");
         serde_json::to_writer(&mut *out, self.name.as_ref()).expect(json);
         out.extend_from_slice(b",\"lsn\":");
-        serde_json::to_writer(&mut *out, &lsn).expect(json);
-        out.extend_from_slice(b"}}\n");
+    }
+
+    /// The error reply line for `e`.
+    fn write_error(self, e: &ErrorReply, out: &mut Vec<u8>) {
+        let mut doc =
+            serde_json::to_vec(&error_doc(self.id, e)).expect("a JSON value always serializes");
+        doc.push(b'\n');
+        out.extend_from_slice(&doc);
     }
 
     /// A replica's heartbeat: published through the stream, its response
@@ -356,12 +405,7 @@ impl<'a> HotHeartbeat<'a> {
             .await;
         match beat {
             Ok(lsn) => self.write_ok(lsn, out),
-            Err(e) => {
-                let mut doc = serde_json::to_vec(&error_doc(self.id, &e))
-                    .expect("a JSON value always serializes");
-                doc.push(b'\n');
-                out.extend_from_slice(&doc);
-            }
+            Err(e) => self.write_error(&e, out),
         }
     }
 
@@ -377,11 +421,7 @@ impl<'a> HotHeartbeat<'a> {
                 Some(lsn)
             }
             Err(e) => {
-                let e = ErrorReply::from_error(&e, false);
-                let mut doc = serde_json::to_vec(&error_doc(self.id, &e))
-                    .expect("a JSON value always serializes");
-                doc.push(b'\n');
-                out.extend_from_slice(&doc);
+                self.write_error(&ErrorReply::from_error(&e, false), out);
                 None
             }
         }

@@ -8,7 +8,9 @@
 //!   command code, which the daemon runs on the blocking pool, writes
 //!   through the stream unchanged; reads are served from the mirror;
 //! * heartbeats on the connection tasks (the hot path) never block a
-//!   worker: they await the node's publish directly;
+//!   worker: a lazy one joins the host's heartbeat batch and its reply
+//!   waits in the connection's [`Pipeline`] (many in flight per
+//!   connection, answered in order); a durable one awaits its own publish;
 //! * every record the mirror folds (this host's writes and other hosts')
 //!   wakes the watchers and waiting reads;
 //! * the periodic sweep runs only on the host holding the fleet's sweeper
@@ -22,15 +24,17 @@
 
 use super::server::Shared;
 use super::{ErrorReply, ServeError, ServeResult};
-use crate::cluster::{ClusterNode, ClusterOptions, SweepLease};
+use crate::cluster::{ClusterError, ClusterNode, ClusterOptions, HeartbeatTicket, SweepLease};
 use crate::registry::codec::Origin;
 use crate::registry::Lsn;
 use crate::store::{CommandSink, Store, StoreError};
 use crate::time::Timestamp;
 use serde_json::{json, Value};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::task::JoinHandle;
 
 /// How `serve --nats` joins the cluster.
@@ -125,7 +129,22 @@ impl Replica {
         self.node
             .heartbeat_acked(Some(origin), agent, pid, at, durable)
             .await
-            .map_err(|e| ErrorReply::from_error(&StoreError::from(e), false))
+            .map_err(reply_error)
+    }
+
+    /// A lazy heartbeat validated and added to the host's heartbeat batch;
+    /// the ticket gives its LSN (the batch's sequence) once folded here.
+    pub async fn heartbeat_lazy(
+        &self,
+        origin: Origin,
+        agent: &str,
+        pid: Option<u32>,
+        at: Option<Timestamp>,
+    ) -> Result<HeartbeatTicket, ErrorReply> {
+        self.node
+            .heartbeat_batched(Some(origin), agent, pid, at)
+            .await
+            .map_err(reply_error)
     }
 
     /// The duties of a replica: wake `committed` on every record the mirror
@@ -175,5 +194,74 @@ impl Replica {
         };
         released.map_err(ServeError::cluster("releasing the sweeper lease"))?;
         closed
+    }
+}
+
+fn reply_error(e: ClusterError) -> ErrorReply {
+    ErrorReply::from_error(&StoreError::from(e), false)
+}
+
+/// Lazy heartbeats a connection sent to a replica whose replies wait for
+/// their batch: many in flight per connection, answered in request order.
+#[derive(Default)]
+pub(crate) struct Pipeline {
+    queue: VecDeque<Waiting>,
+    /// Every waiting reply's bytes up to its LSN, back to back.
+    prefixes: Vec<u8>,
+}
+
+struct Waiting {
+    id: Value,
+    prefix: std::ops::Range<usize>,
+    ticket: HeartbeatTicket,
+}
+
+impl Pipeline {
+    /// Replies that may wait on one connection before it stops reading and
+    /// answers them.
+    pub const MAX: usize = 4096;
+
+    pub fn is_full(&self) -> bool {
+        self.queue.len() >= Self::MAX
+    }
+
+    /// Queues the reply of `id`; `write_prefix` writes its bytes up to the
+    /// LSN, which the ticket gives.
+    pub fn push(
+        &mut self,
+        id: Value,
+        ticket: HeartbeatTicket,
+        write_prefix: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let start = self.prefixes.len();
+        write_prefix(&mut self.prefixes);
+        self.queue.push_back(Waiting {
+            id,
+            prefix: start..self.prefixes.len(),
+            ticket,
+        });
+    }
+
+    /// Waits for each queued reply in order and writes it to `out`.
+    pub async fn settle<W: AsyncWrite + Unpin>(&mut self, out: &mut W) -> std::io::Result<()> {
+        let mut line = Vec::with_capacity(128);
+        while let Some(w) = self.queue.pop_front() {
+            line.clear();
+            match w.ticket.wait().await {
+                Ok(lsn) => {
+                    line.extend_from_slice(&self.prefixes[w.prefix]);
+                    serde_json::to_writer(&mut line, &lsn).expect("a number always serializes");
+                    line.extend_from_slice(b"}}\n");
+                }
+                Err(e) => {
+                    let doc = super::conn::error_doc(w.id, &reply_error(e));
+                    serde_json::to_writer(&mut line, &doc).expect("a JSON value always serializes");
+                    line.push(b'\n');
+                }
+            }
+            out.write_all(&line).await?;
+        }
+        self.prefixes.clear();
+        Ok(())
     }
 }

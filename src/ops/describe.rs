@@ -198,6 +198,26 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
             )
         }
         EventKind::Purged => "a record compaction deleted from the stream".to_string(),
+        EventKind::HeartbeatBatch { beats } => {
+            // `log` shows the batch on one line; a timeline shows the
+            // viewer's own heartbeats (history expands a batch into them).
+            let shown: Vec<String> = beats
+                .iter()
+                .filter(|b| viewer.is_none_or(|v| v == b.agent))
+                .take(8)
+                .map(|b| match b.pid {
+                    Some(p) => format!("`{}` pid={p}", b.agent),
+                    None => format!("`{}`", b.agent),
+                })
+                .collect();
+            let more = beats.len().saturating_sub(shown.len());
+            let more = if viewer.is_none() && more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            };
+            format!("{} heartbeats: {}{more}", beats.len(), shown.join(", "))
+        }
     };
     Description { what, why }
 }

@@ -15,13 +15,18 @@
 //! read such a tag as "written by a newer agentlog"; this build reads both.
 
 use super::events::{
-    tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
-    Registration, RegistrationKind, SessionKey, TransportCause,
+    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn,
+    PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
 };
 use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+
+pub use super::batch::{
+    decode_heartbeat_batch, heartbeat_count, BatchedHeartbeatRef, HeartbeatBatchBuilder,
+    HeartbeatBatchRef,
+};
 
 /// Bytes before the body: tag and event time.
 pub const HEADER_LEN: usize = 9;
@@ -54,9 +59,9 @@ pub fn origin(payload: &[u8]) -> Option<Origin> {
 }
 
 /// Tag (flag cleared), time, body and origin of a payload.
-type Parts<'a> = (u8, Timestamp, &'a [u8], Option<Origin>);
+pub(super) type Parts<'a> = (u8, Timestamp, &'a [u8], Option<Origin>);
 
-fn split(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
+pub(super) fn split(payload: &[u8]) -> Result<Parts<'_>, DecodeError> {
     let (t, at) = decode_header(payload)?;
     if payload[0] & ORIGIN_FLAG == 0 {
         return Ok((t, at, &payload[HEADER_LEN..], None));
@@ -110,7 +115,7 @@ fn put_body<T: Serialize>(buf: &mut Vec<u8>, body: &T) {
         .expect("encoding an event body into a Vec cannot fail");
 }
 
-fn put_header(buf: &mut Vec<u8>, t: u8, at: Timestamp) {
+pub(super) fn put_header(buf: &mut Vec<u8>, t: u8, at: Timestamp) {
     buf.clear();
     buf.push(t);
     buf.extend_from_slice(&at.as_millis().to_le_bytes());
@@ -148,6 +153,7 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
             client,
             cause,
         } => put_body(buf, &(agent, client, cause)),
+        EventKind::HeartbeatBatch { beats } => put_body(buf, beats),
         EventKind::StreamCompacted {
             upto,
             agents,
@@ -183,7 +189,7 @@ pub fn encode_heartbeat_into(buf: &mut Vec<u8>, at: Timestamp, agent: &str, pid:
 
 /// bincode 2 `standard()` varint.
 #[inline]
-fn put_varint(buf: &mut Vec<u8>, v: u64) {
+pub(super) fn put_varint(buf: &mut Vec<u8>, v: u64) {
     if v < 251 {
         buf.push(v as u8);
     } else if v <= u64::from(u16::MAX) {
@@ -199,7 +205,7 @@ fn put_varint(buf: &mut Vec<u8>, v: u64) {
 }
 
 #[inline]
-fn get_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
+pub(super) fn get_varint(b: &[u8], pos: &mut usize) -> Option<u64> {
     let first = *b.get(*pos)?;
     *pos += 1;
     let width = match first {
@@ -242,7 +248,7 @@ pub fn decode_header(payload: &[u8]) -> Result<(u8, Timestamp), DecodeError> {
     Ok((t, Timestamp(i64::from_le_bytes(at))))
 }
 
-fn body_err(t: u8, reason: impl std::fmt::Display) -> DecodeError {
+pub(super) fn body_err(t: u8, reason: impl std::fmt::Display) -> DecodeError {
     DecodeError::Body {
         tag: t,
         name: tag::name(t),
@@ -332,6 +338,9 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
                 cause,
             }
         }
+        tag::HEARTBEAT_BATCH => EventKind::HeartbeatBatch {
+            beats: body::<Vec<BatchedHeartbeat>>(t, b)?,
+        },
         tag::STREAM_COMPACTED => {
             let (upto, agents, messages, sessions): (Lsn, Vec<String>, Vec<Lsn>, Vec<SessionKey>) =
                 body(t, b)?;
@@ -437,9 +446,10 @@ impl SubjectFilter {
         match t {
             // Recipient or parent (or a dropped message's sender or
             // recipient): somewhere later in the body.
-            tag::MESSAGE_POSTED | tag::AGENT_REGISTERED | tag::MESSAGES_DROPPED => {
-                contains(b, &self.name)
-            }
+            tag::MESSAGE_POSTED
+            | tag::AGENT_REGISTERED
+            | tag::MESSAGES_DROPPED
+            | tag::HEARTBEAT_BATCH => contains(b, &self.name),
             _ => false,
         }
     }
@@ -580,6 +590,22 @@ mod tests {
                 agent: "a1".into(),
                 client: None,
                 cause: TransportCause::Registration,
+            },
+            EventKind::HeartbeatBatch {
+                beats: vec![
+                    BatchedHeartbeat {
+                        agent: "b2".into(),
+                        pid: Some(70_000),
+                        at: Timestamp(1_796_040_000_100),
+                        origin: Some(Origin { uid: 1000, pid: 4 }),
+                    },
+                    BatchedHeartbeat {
+                        agent: "a1".into(),
+                        pid: None,
+                        at: Timestamp(-5),
+                        origin: None,
+                    },
+                ],
             },
             EventKind::StreamCompacted {
                 upto: 41,

@@ -31,10 +31,13 @@ pub mod tag {
     pub const MESSAGES_DROPPED: u8 = 12;
     pub const DISPLAY_NAME_SET: u8 = 13;
     pub const TRANSPORT_CLIENT_SET: u8 = 14;
-    pub const STREAM_COMPACTED: u8 = 15;
-    pub const PURGED: u8 = 16;
+    /// Lazy heartbeats one replica coalesced into one stream message
+    /// (docs/scaling.md §5).
+    pub const HEARTBEAT_BATCH: u8 = 15;
+    pub const STREAM_COMPACTED: u8 = 16;
+    pub const PURGED: u8 = 17;
     /// The highest tag this build knows.
-    pub const MAX_KNOWN: u8 = 16;
+    pub const MAX_KNOWN: u8 = 17;
 
     /// Whether this build can decode `tag` (tags 1..=MAX_KNOWN today; a
     /// reserved, never-written tag would make a gap).
@@ -59,6 +62,7 @@ pub mod tag {
             MESSAGES_DROPPED => "MessagesDropped",
             DISPLAY_NAME_SET => "DisplayNameSet",
             TRANSPORT_CLIENT_SET => "TransportClientSet",
+            HEARTBEAT_BATCH => "HeartbeatBatch",
             STREAM_COMPACTED => "StreamCompacted",
             PURGED => "Purged",
             _ => "unknown",
@@ -296,6 +300,36 @@ pub enum EventKind {
     /// it: the local log holds this in its place, so its LSNs stay the
     /// stream's sequences. Folds to nothing; compaction drops it.
     Purged,
+    /// Lazy heartbeats of several agents that one replica accepted within a
+    /// few milliseconds, stored as one stream message (one LSN). The fold
+    /// applies them in order, each exactly as a [`EventKind::Heartbeat`]
+    /// at this LSN with its own time; the event's own time is the latest.
+    HeartbeatBatch {
+        beats: Vec<BatchedHeartbeat>,
+    },
+}
+
+/// One heartbeat of a [`EventKind::HeartbeatBatch`]: what a
+/// [`EventKind::Heartbeat`] records, plus its own time and who asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchedHeartbeat {
+    pub agent: String,
+    pub pid: Option<u32>,
+    pub at: Timestamp,
+    pub origin: Option<crate::registry::codec::Origin>,
+}
+
+impl BatchedHeartbeat {
+    /// The heartbeat as a standalone event (audit and history show each).
+    pub fn event(&self) -> Event {
+        Event {
+            at: self.at,
+            kind: EventKind::Heartbeat {
+                agent: self.agent.clone(),
+                pid: self.pid,
+            },
+        }
+    }
 }
 
 /// One message a [`EventKind::MessagesDropped`] removed: enough for the
@@ -341,6 +375,7 @@ impl EventKind {
             EventKind::MessagesDropped { .. } => tag::MESSAGES_DROPPED,
             EventKind::DisplayNameSet { .. } => tag::DISPLAY_NAME_SET,
             EventKind::TransportClientSet { .. } => tag::TRANSPORT_CLIENT_SET,
+            EventKind::HeartbeatBatch { .. } => tag::HEARTBEAT_BATCH,
             EventKind::StreamCompacted { .. } => tag::STREAM_COMPACTED,
             EventKind::Purged => tag::PURGED,
         }
@@ -364,6 +399,7 @@ impl EventKind {
             | EventKind::SessionHeartbeat { .. }
             | EventKind::SessionClosed { .. }
             | EventKind::MessagesDropped { .. }
+            | EventKind::HeartbeatBatch { .. }
             | EventKind::StreamCompacted { .. }
             | EventKind::Purged => None,
         }
@@ -382,6 +418,7 @@ impl EventKind {
             EventKind::MessagesDropped { dropped, .. } => dropped
                 .iter()
                 .any(|d| d.from == agent || d.to.as_deref() == Some(agent)),
+            EventKind::HeartbeatBatch { beats } => beats.iter().any(|b| b.agent == agent),
             _ => false,
         }
     }

@@ -138,7 +138,8 @@ pub fn event_time(view: &LogView, lsn: Lsn) -> Result<Option<Timestamp>, ScanErr
     Ok(Some(at))
 }
 
-/// Every event of `view` that concerns `agent`, in log order.
+/// Every event of `view` that concerns `agent`, in log order; a heartbeat
+/// batch stands for each of the agent's heartbeats in it (at its LSN).
 pub fn scan_history(view: &LogView, agent: &str) -> Result<Vec<(Lsn, Event)>, ScanError> {
     let mut out = Vec::new();
     for_each_in_history(view, agent, |lsn, _, event| out.push((lsn, event)))?;
@@ -164,7 +165,19 @@ pub fn for_each_in_history(
             lsn: rec.lsn,
             source,
         })?;
-        if event.kind.concerns_agent(agent) {
+        if let super::EventKind::HeartbeatBatch { beats } = &event.kind {
+            // Each of the agent's heartbeats in the batch, as the heartbeat
+            // record it stands for (with its own origin).
+            let mut single = Vec::new();
+            for beat in beats.iter().filter(|b| b.agent == agent) {
+                single.clear();
+                codec::encode_heartbeat_into(&mut single, beat.at, agent, beat.pid);
+                if let Some(o) = beat.origin {
+                    codec::push_origin(&mut single, o);
+                }
+                each(rec.lsn, &single, beat.event());
+            }
+        } else if event.kind.concerns_agent(agent) {
             each(rec.lsn, rec.payload, event);
         }
     }

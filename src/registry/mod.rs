@@ -5,6 +5,7 @@
 //! and folds them.
 
 pub mod agents;
+mod batch;
 pub mod codec;
 pub mod commands;
 pub mod error;
@@ -22,13 +23,11 @@ pub use agents::{validate_agent, AgentMap};
 pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
 pub use error::RegistryError;
 pub use events::{
-    tag, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage,
-    Registration, RegistrationKind, SessionKey, TransportCause,
+    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn,
+    PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
 };
 pub use messages::{PostMessage, PostOutcome};
 pub use retention::{retention, Kept, Retention, RetentionPolicy};
 pub use sessions::SessionOp;
 pub use state::{Message, Session, State};
-pub use sweep::{
-    sweep, sweep_agent, FakeProbe, NoProbe, ProcProbe, ProcessProbe, ProcessState, SweepPolicy,
-};
+pub use sweep::{sweep, sweep_agent, FakeProbe, NoProbe, ProcessProbe, ProcessState, SweepPolicy};

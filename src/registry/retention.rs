@@ -8,7 +8,7 @@
 //! ones were dropped by the fold), sessions timed out at `now`.
 //!
 //! [`Kept::keeps`] says whether a record survives compaction: agent events
-//! of kept agents, a post whose message is kept, a read receipt whose reader
+//! of kept agents (a heartbeat batch: while one of its agents is kept), a post whose message is kept, a read receipt whose reader
 //! and at least one message are kept, session events of kept sessions. Read
 //! receipts of agents that are not kept are stripped from messages by
 //! [`State::retain`], so the fold of the compacted log equals the retained
@@ -162,6 +162,11 @@ impl Kept {
             // A replica keeps the stream's markers, as the stream does
             // (docs/scaling.md §6); folding one again removes nothing.
             EventKind::StreamCompacted { .. } => true,
+            // One record: kept while it beats for a kept agent (its beats
+            // for retired ones fold as heartbeats of a missing agent).
+            EventKind::HeartbeatBatch { beats } => {
+                beats.iter().any(|b| self.agents.contains(&b.agent))
+            }
             kind => kind
                 .subject_agent()
                 .is_some_and(|a| self.agents.contains(a)),

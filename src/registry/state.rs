@@ -302,6 +302,11 @@ impl State {
                     self.anomalies += 1;
                 }
             }
+            EventKind::HeartbeatBatch { beats } => {
+                for b in beats {
+                    self.apply_heartbeat(lsn, b.at, &b.agent, b.pid);
+                }
+            }
             EventKind::MessagesDropped { dropped, .. } => {
                 // Ids already gone (expired, compacted) are not counted twice.
                 for d in dropped {
@@ -340,9 +345,22 @@ impl State {
             self.apply_heartbeat(lsn, hb.at, hb.agent, hb.pid);
             return Ok(());
         }
+        if let Some(batch) = codec::decode_heartbeat_batch(payload)? {
+            self.apply_heartbeat_batch(lsn, &batch);
+            return Ok(());
+        }
         let event = codec::decode(payload)?;
         self.apply(lsn, &event);
         Ok(())
+    }
+
+    /// A batch of heartbeats recorded at `lsn`, each folded as a heartbeat
+    /// at that LSN (so one for an agent that is gone, finished or has
+    /// another pid by now counts as an anomaly, as a late heartbeat does).
+    pub fn apply_heartbeat_batch(&mut self, lsn: Lsn, batch: &codec::HeartbeatBatchRef<'_>) {
+        for hb in batch.iter() {
+            self.apply_heartbeat(lsn, hb.at, hb.agent, hb.pid);
+        }
     }
 
     /// A heartbeat recorded at `lsn`: one lookup, no allocation.

@@ -1,5 +1,9 @@
 //! Sweep: lease expiry and process identity, as status-change events.
 //!
+//! Pure: the process identity comes from a [`ProcessProbe`] the caller
+//! passes in (the `/proc` probe, which does I/O and means something only on
+//! the agent's own host, is `crate::probe::ProcProbe`, outside the registry).
+//!
 //! For every agent that is not finished, in registration order:
 //! 1. Process identity (when the agent has a pid and the probe can tell):
 //!    the pid is gone, or its start time differs from `pid_start_time` →
@@ -40,37 +44,9 @@ pub enum ProcessState {
     Unknown,
 }
 
-/// Answers "is this pid alive, and since when?".
+/// Answers "is this pid alive, and since when?" (the sweep's input).
 pub trait ProcessProbe {
     fn probe(&self, pid: u32) -> ProcessState;
-}
-
-/// Linux: `/proc/<pid>/stat`, field 22 (`starttime`), parsed after the last
-/// `)` so a command name holding spaces or parentheses cannot shift fields.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ProcProbe;
-
-impl ProcessProbe for ProcProbe {
-    fn probe(&self, pid: u32) -> ProcessState {
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(text) => ProcessState::Running(parse_start_time(&text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                if std::path::Path::new("/proc/self/stat").exists() {
-                    ProcessState::Gone
-                } else {
-                    ProcessState::Unknown
-                }
-            }
-            Err(_) => ProcessState::Unknown,
-        }
-    }
-}
-
-/// Field 22 of a `/proc/<pid>/stat` line.
-pub fn parse_start_time(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    // After `)` come fields 3 (state), 4, …: field 22 is the 20th.
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
 }
 
 /// A probe that never knows: sweeps apply the lease rule only.
@@ -197,22 +173,4 @@ pub fn sweep_agent(
         });
     }
     None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn start_time_is_field_22_after_the_last_paren() {
-        let line = "1234 (a (weird) name) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20";
-        assert_eq!(parse_start_time(line), Some(987_654));
-        assert_eq!(parse_start_time("12 (x) S 1 2"), None);
-        assert_eq!(parse_start_time("no paren"), None);
-        let me = std::process::id();
-        match ProcProbe.probe(me) {
-            ProcessState::Running(Some(_)) | ProcessState::Unknown => {}
-            other => panic!("own pid probed as {other:?}"),
-        }
-    }
 }

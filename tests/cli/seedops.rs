@@ -5,7 +5,7 @@
 //! presence flipping when a real process exits, and `show`.
 
 use crate::support::cli::{bin, direct_only, Env};
-use agentlog::registry::sweep::parse_start_time;
+use agentlog::probe::parse_start_time;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 

@@ -84,7 +84,7 @@ fn bench_cluster_measures_nats_and_etcd_doing_the_same_work() {
     assert_eq!(
         num(&doc, "/nats/heartbeats/lost"),
         0.0,
-        "lazy heartbeats acknowledged but missing from the stream"
+        "lazy heartbeats acknowledged but not folded on every host"
     );
     for r in ["heartbeats", "durable", "visibility_p50", "visibility_p99"] {
         let v = num(&doc, &format!("/ratios/{r}"));

@@ -275,8 +275,13 @@ fn cli_and_python_through_three_replicated_daemons() {
         "one registration per race in the stream"
     );
     // Events carry who asked (the CLI's pid), as on one host.
+    // A heartbeat batch carries each heartbeat's origin in its entry.
+    let asked = |e: &Value| e["origin"]["pid"].as_u64().is_some();
     assert!(
-        log.values().all(|e| e["origin"]["pid"].as_u64().is_some()),
+        log.values().all(|e| asked(e)
+            || e["event"]["HeartbeatBatch"]["beats"]
+                .as_array()
+                .is_some_and(|beats| beats.iter().all(asked))),
         "{log:?}"
     );
     // Without its daemon a replica refuses writes (they would fork the log).

@@ -3,7 +3,7 @@
 
 use crate::cli::output::{self, Ui, W};
 use crate::ops::inbox;
-use agentlog::registry::ProcProbe;
+use agentlog::probe::ProcProbe;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;

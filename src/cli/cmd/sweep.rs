@@ -4,7 +4,7 @@ use crate::cli::args::{not_in_future, time};
 use crate::cli::open::with_store;
 use crate::cli::output::{self, Ui, W};
 use crate::ops::describe::describe;
-use agentlog::registry::ProcProbe;
+use agentlog::probe::ProcProbe;
 use agentlog::time::Timestamp;
 use anyhow::Result;
 use clap::Args;
