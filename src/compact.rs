@@ -72,6 +72,7 @@ pub struct CompactionReport {
     pub events_dropped: u64,
     /// Record bytes (headers included) of the dropped events.
     pub bytes_dropped: u64,
+    /// Heartbeats (lone or in a batch) that were the middle of a run.
     pub heartbeats_collapsed: u64,
     pub agents_retired: Vec<String>,
     pub messages_dropped: u64,
@@ -148,6 +149,44 @@ struct Run {
     last_bytes: u64,
 }
 
+/// A heartbeat batch record still needed: how many of its beats are some
+/// run's latest, whether one began a run (then it is kept), its size.
+#[derive(Clone, Copy)]
+struct BatchLeft {
+    pending: u32,
+    pinned: bool,
+    bytes: u64,
+}
+
+/// `run`'s latest heartbeat became a middle one (a later one at `current`
+/// joined the run): its record is dropped, or, for a batch, drops once
+/// none of its beats is needed (never before the batch at `current` is
+/// read whole).
+fn supersede(
+    drop: &mut DropSet,
+    report: &mut CompactionReport,
+    batches: &mut HashMap<Lsn, BatchLeft, FxBuild>,
+    run: &Run,
+    current: Lsn,
+) {
+    report.heartbeats_collapsed += 1;
+    let (lsn, bytes) = match batches.get_mut(&run.last) {
+        None => (run.last, run.last_bytes),
+        Some(left) => {
+            left.pending -= 1;
+            if left.pending > 0 || left.pinned || run.last == current {
+                return;
+            }
+            let bytes = left.bytes;
+            batches.remove(&run.last);
+            (run.last, bytes)
+        }
+    };
+    drop.insert(lsn);
+    report.events_dropped += 1;
+    report.bytes_dropped += bytes;
+}
+
 fn corrupt(log_dir: &std::path::Path, lsn: Lsn, e: DecodeError) -> LogError {
     LogError::Corrupt {
         segment: log_dir.to_path_buf(),
@@ -187,6 +226,9 @@ pub fn plan(
     for a in &kept.agents {
         runs.insert(a.as_str(), None);
     }
+    // Heartbeat batches (several agents' beats in one record) whose beats
+    // are still some run's latest, by LSN.
+    let mut batches: HashMap<Lsn, BatchLeft, FxBuild> = HashMap::default();
     let mut posts_dropped = 0u64;
     let mut sessions_dropped = std::collections::BTreeSet::<SessionKey>::new();
     for r in view.iter() {
@@ -213,10 +255,7 @@ pub fn plan(
                 Some(run) if run.pid == hb.pid => {
                     if run.last != 0 {
                         // The previous "last" is now a middle heartbeat.
-                        drop.insert(run.last);
-                        report.events_dropped += 1;
-                        report.bytes_dropped += run.last_bytes;
-                        report.heartbeats_collapsed += 1;
+                        supersede(&mut drop, &mut report, &mut batches, run, r.lsn);
                     }
                     run.last = r.lsn;
                     run.last_bytes = size;
@@ -228,6 +267,51 @@ pub fn plan(
                         last_bytes: 0,
                     })
                 }
+            }
+            continue;
+        }
+        if let Some(batch) =
+            codec::decode_heartbeat_batch(r.payload).map_err(|e| corrupt(dir, r.lsn, e))?
+        {
+            // Each beat joins its agent's run as a lone heartbeat would; the
+            // record goes once every beat in it is a middle one (or beats
+            // for an agent that is not kept).
+            batches.insert(
+                r.lsn,
+                BatchLeft {
+                    pending: 0,
+                    pinned: opts.keep_all_heartbeats,
+                    bytes: size,
+                },
+            );
+            for beat in batch.iter() {
+                let Some(slot) = runs.get_mut(beat.agent) else {
+                    continue;
+                };
+                match slot {
+                    Some(run) if run.pid == beat.pid => {
+                        if run.last != 0 {
+                            supersede(&mut drop, &mut report, &mut batches, run, r.lsn);
+                        }
+                        run.last = r.lsn;
+                        run.last_bytes = size;
+                    }
+                    _ => {
+                        *slot = Some(Run {
+                            pid: beat.pid,
+                            last: 0,
+                            last_bytes: 0,
+                        });
+                        batches.get_mut(&r.lsn).expect("inserted above").pinned = true;
+                        continue;
+                    }
+                }
+                batches.get_mut(&r.lsn).expect("inserted above").pending += 1;
+            }
+            let left = batches[&r.lsn];
+            if left.pending == 0 && !left.pinned {
+                batches.remove(&r.lsn);
+                dropped(&mut drop, &mut report, r.lsn);
             }
             continue;
         }

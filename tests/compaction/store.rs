@@ -139,3 +139,53 @@ fn store_compaction_keeps_state_equal_to_the_fold_of_the_log() {
     let reopened = Store::open(tmp.path(), opts()).unwrap();
     assert_eq!(reopened.state().agents(), state.agents());
 }
+
+/// A heartbeat batch (a replica's record of several agents' beats) joins
+/// each agent's heartbeat run beat by beat: the record is dropped once every
+/// beat in it is a middle one, kept while one is still some run's first or
+/// latest; the compacted log folds to the state before compaction.
+#[test]
+fn heartbeat_batches_collapse_beat_by_beat() {
+    use agentlog::registry::codec::HeartbeatBatchBuilder;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path(), opts()).unwrap();
+    let t0 = Timestamp::from_secs(1_800_000_000);
+    let at = |s: i64| t0.add_millis(s * 1000);
+    for (name, pid) in [("a", 1), ("b", 2)] {
+        let mut r = Registration::new(name, "claude", "/w");
+        r.pid = Some(pid);
+        store.register(r, Some(t0)).unwrap();
+    }
+    let batch = |beats: &[(&str, u32, i64)]| {
+        let mut b = HeartbeatBatchBuilder::default();
+        for &(agent, pid, s) in beats {
+            b.push(at(s), agent, Some(pid), None);
+        }
+        let lsn = store.with_state(|_, lsn| lsn) + 1;
+        store.append_replicated(lsn, &b.take_payload()).unwrap();
+        lsn
+    };
+    let l1 = batch(&[("a", 1, 1), ("b", 2, 1)]); // both runs begin: kept
+    let l2 = batch(&[("a", 1, 2), ("b", 2, 2)]); // middles once l3, l4 come
+    let l3 = batch(&[("a", 1, 3)]); // a middle once l4 comes
+    let l4 = batch(&[("b", 2, 4), ("a", 1, 4)]); // a's run ends here: kept
+    store
+        .set_status("a", Status::Busy, None, Some(at(5)))
+        .unwrap();
+    let l6 = batch(&[("a", 1, 6), ("b", 2, 6)]); // a's new run begins: kept
+    let before = store.state();
+
+    let report = store.compact(at(10), &CompactOptions::default()).unwrap();
+    assert_eq!(report.heartbeats_collapsed, 4, "{report:?}");
+    assert_eq!(report.events_dropped, 2, "{report:?}");
+    let kept: Vec<u64> = store.view().iter().map(|r| r.unwrap().lsn).collect();
+    for lsn in [l1, l4, l6] {
+        assert!(kept.contains(&lsn), "{lsn} kept: {kept:?}");
+    }
+    for lsn in [l2, l3] {
+        assert!(!kept.contains(&lsn), "{lsn} dropped: {kept:?}");
+    }
+    let folded = store.state_at(agentlog::store::Until::End).unwrap();
+    assert_eq!(folded.agents(), before.agents());
+    assert_eq!(store.state().agents(), before.agents());
+}
