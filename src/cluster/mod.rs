@@ -350,7 +350,7 @@ impl ClusterNode {
                 if let Some(o) = origin {
                     codec::push_origin(&mut payload, o);
                 }
-                let msg_id = post_message_id(&event).unwrap_or_else(|| self.next_msg_id());
+                let msg_id = self.next_msg_id();
                 let msg = PublishMessage::build()
                     .payload(payload.into())
                     .message_id(msg_id)
@@ -571,10 +571,10 @@ impl ClusterNode {
         self.decide_one(|s| s.check_remove(agent, at)).await
     }
 
-    /// Posts a message; returns its id (= its stream sequence). A post with
-    /// a request id carries the message id `post:<sender>:<project>:<id>`,
-    /// so a retry through any host inside the duplicate window gets the
-    /// first post's id; past the window the fold's request index decides.
+    /// Posts a message; returns its id (= its stream sequence). A retried
+    /// request id gets the first post's id from the fold's request index: a
+    /// sender's posts share one subject, published conditionally, so a retry
+    /// racing its first post through another host re-validates after it.
     pub async fn post_message(
         &self,
         post: PostMessage,
@@ -761,22 +761,6 @@ async fn publish_retried(
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }
         }
-    }
-}
-
-/// The message id of a post with a request id, `post:<sender>:<project>:<id>`:
-/// a retry through any host inside the duplicate window is stored once and
-/// gets the first post's sequence (docs/scaling.md §3).
-fn post_message_id(event: &Event) -> Option<String> {
-    match &event.kind {
-        EventKind::MessagePosted(m) => m.request_id.as_ref().map(|rid| {
-            format!(
-                "post:{}:{}:{rid}",
-                m.from,
-                m.project_root.as_deref().unwrap_or("")
-            )
-        }),
-        _ => None,
     }
 }
 
