@@ -1,4 +1,5 @@
-//! Compaction benchmarks (issue 5), a plain `harness = false` binary:
+//! Compaction benchmarks (BENCHMARKS.md, "Fold, open, export,
+//! compaction"), a plain `harness = false` binary:
 //!
 //! 1. compaction throughput: build a fleet log of `AGENTLOG_COMPACT_MB`
 //!    (default 256) MB — 1,000 agents heartbeating, agents finishing and new

@@ -1,6 +1,7 @@
-//! Store checkpoints (issue 4): open time of a big store with a recent
-//! snapshot vs a full refold vs a small store, and the costs that choose the
-//! snapshot defaults (state clone vs encode of 10,000 agents, fold rate).
+//! Store checkpoints (FORMAT.md, "Snapshots"): open time of a big store
+//! with a recent snapshot vs a full refold vs a small store, and the costs
+//! that choose the snapshot defaults (state clone vs encode of 10,000
+//! agents, fold rate).
 //!
 //! Run: `cargo bench --bench store_open`. `AGENTLOG_BENCH_EVENTS` sets the
 //! big store's event count (default 10,000,000: ~0.5 GB of temporary disk

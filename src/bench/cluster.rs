@@ -48,7 +48,7 @@ const FLEET: &str = "bench";
 /// its watcher by then.
 const START_LEAD: Duration = Duration::from_millis(300);
 
-/// The targets of issue 13.
+/// The targets (BENCHMARKS.md, "Across hosts").
 pub const TARGET_HEARTBEATS_PER_S: f64 = 50_000.0;
 pub const TARGET_DURABLE_VS_ETCD: f64 = 5.0;
 pub const TARGET_VISIBILITY_P99_MS: f64 = 50.0;

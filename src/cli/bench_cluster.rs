@@ -1,7 +1,7 @@
 //! `agentlog bench cluster` and its hidden host process (`cluster-host`):
 //! runs [`crate::bench::cluster`] with this binary as the host
 //! processes and prints both systems' phases, the ratios and which of
-//! issue 13's targets were met (text or `--json`).
+//! the targets in BENCHMARKS.md ("Across hosts") were met (text or `--json`).
 
 use super::args;
 use super::output::{self, Ui, W};

@@ -1,4 +1,5 @@
-//! A NATS server SIGKILLed under load, then restarted, 10 times (issue 13):
+//! A NATS server SIGKILLed under load, then restarted, 10 times
+//! (docs/scaling.md §8):
 //! no acknowledged event is lost (R3 keeps a quorum), every writer resumes
 //! after each kill and each restart, and every host — including one that
 //! starts afterwards on an empty store — holds each acknowledged event at
