@@ -72,6 +72,23 @@ impl Host {
         self.store.ok(args)
     }
 
+    /// `register NAME --provider claude --cwd /w --pid PID` at `at(secs)`.
+    #[track_caller]
+    fn register(&self, name: &str, pid: &str, secs: u64) -> String {
+        self.ok(&[
+            "register",
+            name,
+            "--provider",
+            "claude",
+            "--cwd",
+            "/w",
+            "--pid",
+            pid,
+            "--at",
+            &at(secs),
+        ])
+    }
+
     /// The log as `log --json` prints it: LSN → event line.
     fn log(&self) -> BTreeMap<u64, Value> {
         self.ok(&["log", "--json"])
@@ -138,18 +155,7 @@ fn cli_and_python_through_three_replicated_daemons() {
     // Agents on every host: register, heartbeat, status, through the CLI.
     for (i, h) in hosts.iter().enumerate() {
         let (name, pid) = (format!("a{i}"), format!("{}", 100 + i));
-        h.ok(&[
-            "register",
-            &name,
-            "--provider",
-            "claude",
-            "--cwd",
-            "/w",
-            "--pid",
-            &pid,
-            "--at",
-            &at(1),
-        ]);
+        h.register(&name, &pid, 1);
         h.ok(&["heartbeat", &name, "--pid", &pid, "--at", &at(2)]);
         h.ok(&[
             "status",
@@ -345,18 +351,7 @@ fn compact_through_a_replica_compacts_the_stream_for_every_host() {
         .collect();
     for (i, h) in hosts.iter().enumerate() {
         let (name, pid) = (format!("a{i}"), format!("{}", 100 + i));
-        h.ok(&[
-            "register",
-            &name,
-            "--provider",
-            "claude",
-            "--cwd",
-            "/w",
-            "--pid",
-            &pid,
-            "--at",
-            &at(1),
-        ]);
+        h.register(&name, &pid, 1);
     }
     for s in 2..8 {
         hosts[0].ok(&["heartbeat", "a0", "--pid", "100", "--at", &at(s)]);
@@ -691,18 +686,7 @@ fn an_explicit_sweep_on_a_replica_goes_through_the_sweeper_lease() {
         .collect();
     for (i, name) in ["q0", "q1", "q2"].iter().enumerate() {
         let pid = format!("{}", 300 + i);
-        hosts[i % 2].ok(&[
-            "register",
-            name,
-            "--provider",
-            "claude",
-            "--cwd",
-            "/w",
-            "--pid",
-            &pid,
-            "--at",
-            &at(1),
-        ]);
+        hosts[i % 2].register(name, &pid, 1);
     }
     converge(&[&hosts[0], &hosts[1]]);
     let later = "2030-01-01T01:00:00Z";
