@@ -197,6 +197,11 @@ pub struct Agent {
     /// status, fields, display name, transport, import); 0 = none yet.
     #[serde(skip)]
     pub last_event_lsn: u64,
+    /// The host id of the replica its latest registration was made on
+    /// (`None` on a local store): only that host's process probe judges
+    /// its pid (docs/scaling.md §7).
+    #[serde(skip)]
+    pub host: Option<String>,
 }
 
 /// The client an agent's transport serves, `NAME[/VERSION]` (e.g.
@@ -270,6 +275,7 @@ impl Agent {
             display_name: None,
             transport_client: None,
             last_event_lsn: 0,
+            host: None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! registered on it (docs/scaling.md §7).
 
 use crate::registry::{ProcessProbe, ProcessState};
+use std::sync::Arc;
 
 /// Linux: `/proc/<pid>/stat`, field 22 (`starttime`), parsed after the last
 /// `)` so a command name holding spaces or parentheses cannot shift fields.
@@ -24,6 +25,30 @@ impl ProcessProbe for ProcProbe {
             }
             Err(_) => ProcessState::Unknown,
         }
+    }
+}
+
+/// A probe a replica holds (`ClusterOptions::probe`): the `/proc` probe by
+/// default; a test stands a table in for it, to play hosts whose pids differ
+/// on one machine.
+#[derive(Clone)]
+pub struct SharedProbe(pub Arc<dyn ProcessProbe + Send + Sync>);
+
+impl Default for SharedProbe {
+    fn default() -> Self {
+        SharedProbe(Arc::new(ProcProbe))
+    }
+}
+
+impl std::fmt::Debug for SharedProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedProbe")
+    }
+}
+
+impl ProcessProbe for SharedProbe {
+    fn probe(&self, pid: u32) -> ProcessState {
+        self.0.probe(pid)
     }
 }
 

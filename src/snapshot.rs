@@ -22,8 +22,10 @@ pub const MAGIC: [u8; 8] = *b"AGLSNAP\0";
 /// The format version this build writes and reads. 2: the state carries the
 /// message-cap drop tally, and the agent list carries each row's
 /// registry-only fields (display name, transport client, last event LSN)
-/// after the rows; a version-1 file is skipped (the log refolds).
-pub const FORMAT_VERSION: u32 = 2;
+/// after the rows; a version-1 file is skipped (the log refolds). 3: those
+/// registry-only fields gained the host a replica's registration recorded
+/// (docs/scaling.md §7); a version-2 file is skipped likewise.
+pub const FORMAT_VERSION: u32 = 3;
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 36;
 /// Offset of the crc32 field (the checksum covers the bytes before it + payload).

@@ -15,7 +15,9 @@ mod cluster {
     mod convergence;
     mod daemon;
     mod heartbeats;
+    mod host_probe;
     mod nats_kill;
     mod races;
+    mod stale;
     mod sweep;
 }

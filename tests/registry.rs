@@ -8,5 +8,6 @@ mod support;
 
 mod registry {
     mod fold_props;
+    mod host_sweep;
     mod rules;
 }

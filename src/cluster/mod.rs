@@ -25,21 +25,24 @@
 mod compact;
 mod heartbeats;
 mod lease;
+mod liveness;
 mod mirror;
 mod requested_sweep;
 mod sink;
 pub mod subjects;
+mod sweep;
 
 pub use heartbeats::{BatchLimits, HeartbeatTicket};
 pub use lease::SweepLease;
+pub use liveness::Staleness;
 pub use subjects::FleetSubjects;
 
 use crate::model::Status;
+use crate::probe::SharedProbe;
 use crate::registry::codec::Origin;
-use crate::registry::sweep::sweep_agent;
 use crate::registry::{
-    codec, Event, EventKind, FieldUpdates, Lsn, Message, NoProbe, PostMessage, PostOutcome,
-    Registration, RegistrationKind, RegistryError, SessionKey, SessionOp, State, SweepPolicy,
+    codec, Event, EventKind, FieldUpdates, Lsn, Message, PostMessage, PostOutcome, Registration,
+    RegistrationKind, RegistryError, SessionKey, SessionOp, State, SweepPolicy,
 };
 use crate::store::{Check, Store, StoreError};
 use crate::time::Timestamp;
@@ -122,6 +125,9 @@ pub struct ClusterOptions {
     pub deadline: Duration,
     /// Lease of agents (sweeps): the same policy on every host.
     pub sweep: SweepPolicy,
+    /// This host's process probe, asked only about the agents registered
+    /// on this host (docs/scaling.md §7); `/proc` by default.
+    pub probe: SharedProbe,
 }
 
 impl ClusterOptions {
@@ -135,6 +141,7 @@ impl ClusterOptions {
             conflict_rounds: 8,
             deadline: Duration::from_secs(30),
             sweep: SweepPolicy::default(),
+            probe: SharedProbe::default(),
         }
     }
 }
@@ -153,6 +160,9 @@ pub struct ClusterNode {
     stream: stream::Stream,
     mirror: Option<JoinHandle<()>>,
     flusher: Option<JoinHandle<()>>,
+    /// Contact with the stream's quorum, and the task probing it.
+    liveness: Arc<liveness::Liveness>,
+    prober: Option<JoinHandle<()>>,
     boot: u64,
     requests: AtomicU64,
     /// The runtime the node runs on: blocking callers ([`crate::store::CommandSink`])
@@ -209,6 +219,8 @@ impl ClusterNode {
         let batch_subject = subjects.heartbeats(&opts.host_id);
         let shared = Arc::new(mirror::Shared::new(Arc::new(store), subjects)?);
         let mirror = tokio::spawn(mirror::run(shared.clone(), stream.clone()));
+        let liveness = Arc::new(liveness::Liveness::new());
+        let prober = tokio::spawn(liveness::run(liveness.clone(), stream.clone()));
         let heartbeats = Arc::new(heartbeats::Batcher::new(opts.heartbeat_batches));
         let flusher = tokio::spawn(heartbeats::run(
             heartbeats.clone(),
@@ -226,6 +238,8 @@ impl ClusterNode {
             heartbeats,
             stream,
             mirror: Some(mirror),
+            liveness,
+            prober: Some(prober),
             flusher: Some(flusher),
             boot,
             requests: AtomicU64::new(0),
@@ -249,6 +263,15 @@ impl ClusterNode {
     /// reads are served from the mirror either way).
     pub fn connected(&self) -> bool {
         self.client.connection_state() == async_nats::connection::State::Connected
+    }
+    /// Whether this host reached a quorum of the stream lately
+    /// (docs/scaling.md §8): reads from a stale replica may be behind.
+    pub fn staleness(&self) -> Staleness {
+        self.liveness.get()
+    }
+    /// [`ClusterNode::staleness`]'s `stale`, without a lock.
+    pub fn is_stale(&self) -> bool {
+        self.liveness.is_stale()
     }
     /// Follows the last stream sequence folded locally.
     pub fn applied_watch(&self) -> tokio::sync::watch::Receiver<Lsn> {
@@ -330,7 +353,8 @@ impl ClusterNode {
                 Ok::<_, StoreError>(
                     events
                         .into_iter()
-                        .map(|e| {
+                        .map(|mut e| {
+                            sweep::stamp_host(&mut e, &self.opts.host_id);
                             let subject = self.shared.subjects.of(&e.kind);
                             let expect = folded.get(&subject).copied().unwrap_or(0);
                             (subject, expect, e)
@@ -645,56 +669,6 @@ impl ClusterNode {
         Ok(lsn)
     }
 
-    /// Sweeps leases at `now` if `lease` is held by this host (returns
-    /// nothing otherwise). Each status change is published conditionally on
-    /// its agent's subject and re-planned on the state it is conditional on,
-    /// so a sweep racing a heartbeat or a stale sweeper loses and re-checks:
-    /// no agent is swept twice. Lease expiry only: a process probe means
-    /// something only on the agent's own host (docs/scaling.md §7).
-    pub async fn sweep(
-        &self,
-        lease: &SweepLease,
-        now: Timestamp,
-    ) -> ClusterResult<Vec<(Lsn, Event)>> {
-        self.sweep_as(lease, Some(own_origin()), now).await
-    }
-
-    /// [`ClusterNode::sweep`] with the events' origin: the daemon's own for
-    /// its periodic sweep, the requester's for an explicit one
-    /// ([`ClusterNode::sweep_requested`]).
-    pub(crate) async fn sweep_as(
-        &self,
-        lease: &SweepLease,
-        origin: Option<Origin>,
-        now: Timestamp,
-    ) -> ClusterResult<Vec<(Lsn, Event)>> {
-        if !lease.acquire_or_renew().await? {
-            return Ok(Vec::new());
-        }
-        let policy = &self.opts.sweep;
-        let planned: Vec<String> = self.shared.store.with_state(|s, _| {
-            crate::registry::sweep(s, now, policy, &NoProbe)
-                .into_iter()
-                .filter_map(|e| e.kind.subject_agent().map(str::to_string))
-                .collect()
-        });
-        let mut done = Vec::new();
-        for agent in planned {
-            let (event, lsn) = self
-                .decide(origin, |s| {
-                    let e = s
-                        .agent(&agent)
-                        .and_then(|a| sweep_agent(a, now, policy, &NoProbe));
-                    Ok((e.clone(), e))
-                })
-                .await?;
-            if let (Some(e), Some(lsn)) = (event, lsn) {
-                done.push((lsn, e));
-            }
-        }
-        Ok(done)
-    }
-
     /// Stops the mirror and closes the local store cleanly (snapshot, sync,
     /// unlock); the stream and the other hosts are untouched.
     pub async fn close(mut self) -> ClusterResult<()> {
@@ -703,6 +677,9 @@ impl ClusterNode {
         if let Some(flusher) = self.flusher.take() {
             flusher.abort();
             let _ = flusher.await;
+        }
+        if let Some(prober) = self.prober.take() {
+            prober.abort();
         }
         if let Some(mirror) = self.mirror.take() {
             mirror.abort();
@@ -764,17 +741,12 @@ async fn publish_retried(
     }
 }
 
-/// This process as the origin of the events it decides on its own (sweeps).
-fn own_origin() -> Origin {
-    Origin {
-        uid: rustix::process::geteuid().as_raw(),
-        pid: std::process::id(),
-    }
-}
-
 impl Drop for ClusterNode {
     fn drop(&mut self) {
-        for task in [&self.mirror, &self.flusher].into_iter().flatten() {
+        for task in [&self.mirror, &self.flusher, &self.prober]
+            .into_iter()
+            .flatten()
+        {
             task.abort();
         }
     }

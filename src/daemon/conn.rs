@@ -283,11 +283,20 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             return super::watch::run(wr, req, shared.clone(), peer).await;
         }
         let sock = wr.get_ref().as_ref();
-        let doc = match answer(&shared, &peer, req.method, req.params, sock).await {
+        let mut doc = match answer(&shared, &peer, req.method, req.params, sock).await {
             Ok((result, 0)) => json!({"id": req.id, "result": result}),
             Ok((result, exit)) => json!({"id": req.id, "result": result, "exit": exit}),
             Err(e) => error_doc(req.id, &e),
         };
+        // A stale replica's answers may be behind the stream (PROTOCOL.md).
+        if let (Some(mark), Value::Object(fields)) = (
+            shared.replica.as_ref().and_then(|r| r.stale_mark()),
+            &mut doc,
+        ) {
+            if fields.contains_key("result") {
+                fields.insert("stale".into(), mark);
+            }
+        }
         if send(&mut wr, &doc).await.is_err() {
             return;
         }

@@ -13,9 +13,10 @@
 //!   connection, answered in order); a durable one awaits its own publish;
 //! * every record the mirror folds (this host's writes and other hosts')
 //!   wakes the watchers and waiting reads;
-//! * the periodic sweep runs only on the host holding the fleet's sweeper
-//!   lease (an explicit `sweep` goes the same way, through the store's
-//!   sink); auto-compaction is not run, an explicit `compact` compacts the
+//! * the periodic sweep of leases runs only on the host holding the fleet's
+//!   sweeper lease (an explicit `sweep` goes the same way, through the
+//!   store's sink); every host checks its own agents' processes;
+//!   auto-compaction is not run, an explicit `compact` compacts the
 //!   fleet's stream (`cluster::compact`); snapshots and `registry.json` stay
 //!   local to each host;
 //! * ownership: the daemon owns the node, the node owns the store, the store
@@ -103,6 +104,7 @@ impl Replica {
     /// What `hello` and the startup line report.
     pub fn describe(&self) -> Value {
         let o = self.node.options();
+        let contact = self.node.staleness();
         json!({
             "fleet": o.fleet,
             "stream": self.node.subjects().stream_name(),
@@ -110,10 +112,26 @@ impl Replica {
             "resumed_at": self.resumed_at,
             "applied": self.node.applied(),
             "connected": self.node.connected(),
+            "stale": contact.stale,
+            "stale_since": contact.stale_since.map(Timestamp::to_rfc3339_millis),
+            "last_contact": contact.last_contact.map(Timestamp::to_rfc3339_millis),
             "open": self.node.store().open_report().events_folded,
             "sweeper": self.lease.held(),
             "sweep_rounds": self.sweep_rounds.load(Ordering::Relaxed),
         })
+    }
+
+    /// The mark a stale replica adds to its replies (PROTOCOL.md):
+    /// `{"since", "last_contact"}`; `None` while in contact with a quorum.
+    pub fn stale_mark(&self) -> Option<Value> {
+        if !self.node.is_stale() {
+            return None;
+        }
+        let contact = self.node.staleness();
+        Some(json!({
+            "since": contact.stale_since.map(Timestamp::to_rfc3339_millis),
+            "last_contact": contact.last_contact.map(Timestamp::to_rfc3339_millis),
+        }))
     }
 
     /// A heartbeat from a connection task: published and awaited without
@@ -148,8 +166,10 @@ impl Replica {
     }
 
     /// The duties of a replica: wake `committed` on every record the mirror
-    /// folds, and (with `sweep_every`) sweep while holding the lease,
-    /// trying or renewing it at least three times per lease lifetime.
+    /// folds, and (with `sweep_every`) sweep: the whole fleet while holding
+    /// the lease, this host's agents' processes otherwise (docs/scaling.md
+    /// §7), trying or renewing the lease at least three times per lease
+    /// lifetime.
     pub fn start_duties(self: &Arc<Self>, shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
         let mut duties = Vec::new();
         let mut applied = self.node.applied_watch();
@@ -171,7 +191,7 @@ impl Replica {
                     tick.tick().await;
                     match me.node.sweep(&me.lease, Timestamp::now()).await {
                         Ok(changes) if !changes.is_empty() => {
-                            tracing::info!(swept = changes.len(), "swept as the lease holder")
+                            tracing::info!(swept = changes.len(), holder = me.lease.held(), "swept")
                         }
                         Ok(_) => {}
                         Err(e) => tracing::warn!("periodic sweep failed: {e}"),

@@ -17,7 +17,7 @@ pub struct Description {
 pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description {
     let mut why = None;
     let what = match kind {
-        EventKind::AgentRegistered { reg, kind } => {
+        EventKind::AgentRegistered { reg, kind, host } => {
             if viewer.is_some_and(|v| v != reg.name) {
                 format!("child `{}` registered", reg.name)
             } else {
@@ -37,6 +37,9 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
                     s.push_str(&format!(" parent={p}"));
                 }
                 s.push_str(&format!(" cwd={}", reg.cwd));
+                if let Some(h) = host {
+                    s.push_str(&format!(" host={h}"));
+                }
                 s
             }
         }

@@ -259,6 +259,7 @@ struct RowLocal {
     display_name: Option<String>,
     transport_client: Option<TransportClient>,
     last_event_lsn: u64,
+    host: Option<String>,
 }
 
 impl Serialize for AgentMap {
@@ -270,6 +271,7 @@ impl Serialize for AgentMap {
                 display_name: a.display_name.clone(),
                 transport_client: a.transport_client.clone(),
                 last_event_lsn: a.last_event_lsn,
+                host: a.host.clone(),
             })
             .collect();
         (&self.rows, locals).serialize(s)
@@ -290,6 +292,7 @@ impl<'de> Deserialize<'de> for AgentMap {
             a.display_name = l.display_name;
             a.transport_client = l.transport_client;
             a.last_event_lsn = l.last_event_lsn;
+            a.host = l.host;
         }
         let mut m = AgentMap {
             rows,
@@ -370,6 +373,7 @@ mod tests {
             a.display_name = Some("Cee".into());
             a.transport_client = Some(TransportClient::parse("zed/0.1"));
             a.last_event_lsn = 7;
+            a.host = Some("host-b".into());
         });
         let bytes =
             bincode::serde::encode_to_vec(&with_local, bincode::config::standard()).unwrap();
@@ -377,6 +381,7 @@ mod tests {
             bincode::serde::decode_from_slice(&bytes, bincode::config::standard()).unwrap();
         assert_eq!(back, with_local);
         assert_eq!(back.get("c").unwrap().last_event_lsn, 7);
+        assert_eq!(back.get("c").unwrap().host.as_deref(), Some("host-b"));
         assert_eq!(back.hot, m.hot);
     }
 }

@@ -126,7 +126,16 @@ pub(super) fn put_header(buf: &mut Vec<u8>, t: u8, at: Timestamp) {
 pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
     put_header(buf, event.kind.tag(), event.at);
     match &event.kind {
-        EventKind::AgentRegistered { reg, kind } => put_body(buf, &(reg.as_ref(), kind)),
+        EventKind::AgentRegistered {
+            reg,
+            kind,
+            host: None,
+        } => put_body(buf, &(reg.as_ref(), kind)),
+        EventKind::AgentRegistered {
+            reg,
+            kind,
+            host: Some(host),
+        } => put_body(buf, &(reg.as_ref(), kind, host)),
         EventKind::Heartbeat { agent, pid } => put_body(buf, &(agent.as_str(), pid)),
         EventKind::StatusChanged {
             agent,
@@ -276,6 +285,15 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
             EventKind::AgentRegistered {
                 reg: Box::new(reg),
                 kind,
+                host: None,
+            }
+        }
+        tag::AGENT_REGISTERED_ON_HOST => {
+            let (reg, kind, host): (Registration, RegistrationKind, String) = body(t, b)?;
+            EventKind::AgentRegistered {
+                reg: Box::new(reg),
+                kind,
+                host: Some(host),
             }
         }
         tag::HEARTBEAT => {
@@ -448,6 +466,7 @@ impl SubjectFilter {
             // recipient): somewhere later in the body.
             tag::MESSAGE_POSTED
             | tag::AGENT_REGISTERED
+            | tag::AGENT_REGISTERED_ON_HOST
             | tag::MESSAGES_DROPPED
             | tag::HEARTBEAT_BATCH => contains(b, &self.name),
             _ => false,
@@ -517,8 +536,14 @@ mod tests {
         };
         let kinds = vec![
             EventKind::AgentRegistered {
-                reg: Box::new(reg),
+                reg: Box::new(reg.clone()),
                 kind: RegistrationKind::NewLife,
+                host: None,
+            },
+            EventKind::AgentRegistered {
+                reg: Box::new(reg),
+                kind: RegistrationKind::New,
+                host: Some("host-b".into()),
             },
             EventKind::Heartbeat {
                 agent: "a1".into(),

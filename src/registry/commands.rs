@@ -64,6 +64,7 @@ impl State {
             kind: EventKind::AgentRegistered {
                 reg: Box::new(reg),
                 kind,
+                host: None,
             },
         })
     }

@@ -36,13 +36,17 @@ pub mod tag {
     pub const HEARTBEAT_BATCH: u8 = 15;
     pub const STREAM_COMPACTED: u8 = 16;
     pub const PURGED: u8 = 17;
+    /// A registration that records the host it was made on (a replica's,
+    /// docs/scaling.md §7): tag 1's body, then the host id. Tag 1 stays
+    /// the encoding of a registration without a host.
+    pub const AGENT_REGISTERED_ON_HOST: u8 = 18;
     /// The highest tag this build knows.
-    pub const MAX_KNOWN: u8 = 17;
+    pub const MAX_KNOWN: u8 = 18;
 
     /// Whether this build can decode `tag` (tags 1..=MAX_KNOWN today; a
     /// reserved, never-written tag would make a gap).
     pub const fn is_known(tag: u8) -> bool {
-        matches!(tag, AGENT_REGISTERED..=PURGED)
+        matches!(tag, AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST)
     }
 
     /// The kind's name for a tag, for error messages.
@@ -65,6 +69,7 @@ pub mod tag {
             HEARTBEAT_BATCH => "HeartbeatBatch",
             STREAM_COMPACTED => "StreamCompacted",
             PURGED => "Purged",
+            AGENT_REGISTERED_ON_HOST => "AgentRegistered",
             _ => "unknown",
         }
     }
@@ -83,6 +88,7 @@ pub mod tag {
                 | AGENT_IMPORTED
                 | DISPLAY_NAME_SET
                 | TRANSPORT_CLIENT_SET
+                | AGENT_REGISTERED_ON_HOST
         )
     }
 }
@@ -227,6 +233,11 @@ pub enum EventKind {
     AgentRegistered {
         reg: Box<Registration>,
         kind: RegistrationKind,
+        /// The host id of the replica the registration was made on
+        /// (`None`: a local store's, or a log from before hosts were
+        /// recorded). Encoded as tag 18 when set, tag 1 otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
     },
     Heartbeat {
         agent: String,
@@ -361,7 +372,8 @@ impl DropReason {
 impl EventKind {
     pub const fn tag(&self) -> u8 {
         match self {
-            EventKind::AgentRegistered { .. } => tag::AGENT_REGISTERED,
+            EventKind::AgentRegistered { host: None, .. } => tag::AGENT_REGISTERED,
+            EventKind::AgentRegistered { host: Some(_), .. } => tag::AGENT_REGISTERED_ON_HOST,
             EventKind::Heartbeat { .. } => tag::HEARTBEAT,
             EventKind::StatusChanged { .. } => tag::STATUS_CHANGED,
             EventKind::FieldsUpdated { .. } => tag::FIELDS_UPDATED,

@@ -198,8 +198,8 @@ impl State {
     pub fn apply(&mut self, lsn: Lsn, event: &Event) {
         let at = event.at;
         match &event.kind {
-            EventKind::AgentRegistered { reg, kind } => {
-                self.apply_registration(lsn, at, reg, *kind)
+            EventKind::AgentRegistered { reg, kind, host } => {
+                self.apply_registration(lsn, at, reg, *kind, host.as_deref())
             }
             EventKind::Heartbeat { agent, pid } => self.apply_heartbeat(lsn, at, agent, *pid),
             EventKind::StatusChanged {
@@ -418,6 +418,7 @@ impl State {
         at: Timestamp,
         reg: &Registration,
         logged: RegistrationKind,
+        host: Option<&str>,
     ) {
         let kind = self.registration_kind(&reg.name);
         if kind != logged {
@@ -461,6 +462,7 @@ impl State {
         row.status_cause = StatusCause::Command;
         row.last_active = at;
         row.last_event_lsn = lsn;
+        row.host = host.map(str::to_owned);
         self.agents.upsert(row);
     }
 

@@ -22,6 +22,13 @@
 //! is recorded (`register --transport-client`), or `host_mode` is
 //! `interactive`, or an `mcp_channel_id` is recorded, or `agent_type` is
 //! `mcp`.
+//!
+//! Across hosts (docs/scaling.md §7) a pid means something only on the host
+//! the agent registered on: [`HostLocalProbe`] answers for the agents whose
+//! registration recorded this host and has no opinion (`Unknown`) on every
+//! other one, so their sweep falls back to the lease rule; and
+//! [`sweep_process_identity`] is the half of the sweep a host that does not
+//! hold the sweeper lease runs over its own agents.
 
 use super::events::{Event, EventKind};
 use super::state::State;
@@ -47,6 +54,39 @@ pub enum ProcessState {
 /// Answers "is this pid alive, and since when?" (the sweep's input).
 pub trait ProcessProbe {
     fn probe(&self, pid: u32) -> ProcessState;
+
+    /// What the probe knows about `agent`'s process: its pid probed, or
+    /// `Unknown` without a pid. A probe that answers only for some agents
+    /// (by host) overrides this.
+    fn probe_agent(&self, agent: &Agent) -> ProcessState {
+        agent
+            .pid
+            .map_or(ProcessState::Unknown, |pid| self.probe(pid))
+    }
+}
+
+/// A probe of one host: it answers through `inner` for the agents whose
+/// latest registration recorded `host`, and has no opinion (`Unknown`) on
+/// any other agent, a pid number on another host being meaningless here.
+/// Agents without a recorded host (a local store's, a log from before hosts
+/// were recorded) are not this host's either.
+pub struct HostLocalProbe<'a> {
+    pub host: &'a str,
+    pub inner: &'a dyn ProcessProbe,
+}
+
+impl ProcessProbe for HostLocalProbe<'_> {
+    /// A bare pid names no host: no opinion.
+    fn probe(&self, _pid: u32) -> ProcessState {
+        ProcessState::Unknown
+    }
+
+    fn probe_agent(&self, agent: &Agent) -> ProcessState {
+        match (&agent.host, agent.pid) {
+            (Some(h), Some(pid)) if h == self.host => self.inner.probe(pid),
+            _ => ProcessState::Unknown,
+        }
+    }
 }
 
 /// A probe that never knows: sweeps apply the lease rule only.
@@ -123,6 +163,48 @@ pub fn sweep(
         .collect()
 }
 
+/// The process-identity half of the sweep, for the agents `probe` answers
+/// for: what a host that does not hold the sweeper lease runs over its own
+/// agents (docs/scaling.md §7). In registration order.
+pub fn sweep_process_identity(
+    state: &State,
+    now: Timestamp,
+    probe: &dyn ProcessProbe,
+) -> Vec<Event> {
+    state
+        .agents()
+        .iter()
+        .filter_map(|a| process_identity_check(a, now, probe))
+        .collect()
+}
+
+/// `exited` with cause `process_gone` when the probe says the agent's
+/// process is gone or another process holds its pid; `None` when it is not
+/// finished and the probe has no such answer.
+pub fn process_identity_check(
+    a: &Agent,
+    now: Timestamp,
+    probe: &dyn ProcessProbe,
+) -> Option<Event> {
+    if a.is_finished() {
+        return None;
+    }
+    let gone = match probe.probe_agent(a) {
+        ProcessState::Gone => true,
+        ProcessState::Running(Some(start)) => a.pid_start_time.is_some_and(|r| r != start),
+        ProcessState::Running(None) | ProcessState::Unknown => false,
+    };
+    gone.then(|| {
+        change(
+            a,
+            now,
+            Status::Exited,
+            MSG_PROCESS_GONE,
+            StatusCause::ProcessGone,
+        )
+    })
+}
+
 /// The status change a sweep at `now` makes to one agent, if any.
 pub fn sweep_agent(
     a: &Agent,
@@ -133,21 +215,8 @@ pub fn sweep_agent(
     if a.is_finished() {
         return None;
     }
-    if let Some(pid) = a.pid {
-        let gone = match probe.probe(pid) {
-            ProcessState::Gone => true,
-            ProcessState::Running(Some(start)) => a.pid_start_time.is_some_and(|r| r != start),
-            ProcessState::Running(None) | ProcessState::Unknown => false,
-        };
-        if gone {
-            return Some(change(
-                a,
-                now,
-                Status::Exited,
-                MSG_PROCESS_GONE,
-                StatusCause::ProcessGone,
-            ));
-        }
+    if let Some(gone) = process_identity_check(a, now, probe) {
+        return Some(gone);
     }
     // A `last_active` stamped past now (beyond the clock-skew bound) counts as
     // expired: a future heartbeat must not make an agent immune to the lease.

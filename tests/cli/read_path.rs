@@ -20,6 +20,7 @@ fn register(at: &str, name: &str) -> Event {
         kind: EventKind::AgentRegistered {
             reg: Box::new(Registration::new(name, "claude", "/work/repo")),
             kind: RegistrationKind::New,
+            host: None,
         },
     }
 }

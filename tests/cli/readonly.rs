@@ -15,6 +15,7 @@ fn register(at: &str, name: &str, pid: u32, kind: RegistrationKind) -> Event {
         kind: EventKind::AgentRegistered {
             reg: Box::new(reg),
             kind,
+            host: None,
         },
     }
 }

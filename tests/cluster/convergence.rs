@@ -230,6 +230,7 @@ fn replicated_appends_fill_gaps_and_refuse_old_sequences_and_bad_payloads() {
         kind: EventKind::AgentRegistered {
             reg: Box::new(reg("solo", 7)),
             kind: agentlog::registry::RegistrationKind::New,
+            host: None,
         },
     };
     store.append_replicated(1, &encode(&event)).unwrap();

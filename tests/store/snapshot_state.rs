@@ -23,6 +23,7 @@ fn arb_kind() -> impl Strategy<Value = EventKind> {
             EventKind::AgentRegistered {
                 reg: Box::new(reg),
                 kind: RegistrationKind::New,
+                host: None,
             }
         }),
         (name.clone(), "[a-z]{0,6}").prop_map(|(n, cwd)| {
@@ -143,6 +144,7 @@ fn damaged_newest_snapshot_falls_back_and_still_equals_the_full_fold() {
                         "/p",
                     )),
                     kind: RegistrationKind::New,
+                    host: None,
                 }
             } else {
                 EventKind::Heartbeat {
