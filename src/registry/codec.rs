@@ -124,7 +124,7 @@ pub(super) fn put_header(buf: &mut Vec<u8>, t: u8, at: Timestamp) {
 /// Encodes `event` into `buf` (cleared first). With a reused buffer this does
 /// not allocate once the buffer is large enough.
 pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
-    put_header(buf, event.kind.tag(), event.at);
+    put_header(buf, event.kind.wire_tag(), event.at);
     match &event.kind {
         EventKind::AgentRegistered {
             reg,
@@ -649,7 +649,7 @@ mod tests {
         let other = SubjectFilter::new("zz");
         for e in samples() {
             let bytes = encode(&e);
-            assert_eq!(bytes[0], e.kind.tag());
+            assert_eq!(bytes[0], e.kind.wire_tag());
             assert_eq!(decode(&bytes).unwrap(), e);
             // A drop record has no subject; it may concern a1 as a dropped
             // message's sender, found by the body scan.
@@ -790,7 +790,7 @@ mod tests {
             assert_eq!(stamped.len(), plain.len() + ORIGIN_LEN);
             assert_eq!(decode(&stamped).unwrap(), e);
             assert_eq!(origin(&stamped), Some(o));
-            assert_eq!(decode_header(&stamped).unwrap().0, e.kind.tag());
+            assert_eq!(decode_header(&stamped).unwrap().0, e.kind.wire_tag());
             if let Some(name) = e.kind.subject_agent() {
                 assert!(SubjectFilter::new(name).may_match(&stamped));
             }

@@ -370,10 +370,20 @@ impl DropReason {
 }
 
 impl EventKind {
+    /// The tag byte this event is encoded with: [`EventKind::tag`], but
+    /// for a registration that records its host, tag 18.
+    pub const fn wire_tag(&self) -> u8 {
+        match self {
+            EventKind::AgentRegistered { host: Some(_), .. } => tag::AGENT_REGISTERED_ON_HOST,
+            other => other.tag(),
+        }
+    }
+
+    /// The kind's tag (what `log`, `watch` filters and metrics name it by):
+    /// a registration is tag 1 whether or not it records its host.
     pub const fn tag(&self) -> u8 {
         match self {
-            EventKind::AgentRegistered { host: None, .. } => tag::AGENT_REGISTERED,
-            EventKind::AgentRegistered { host: Some(_), .. } => tag::AGENT_REGISTERED_ON_HOST,
+            EventKind::AgentRegistered { .. } => tag::AGENT_REGISTERED,
             EventKind::Heartbeat { .. } => tag::HEARTBEAT,
             EventKind::StatusChanged { .. } => tag::STATUS_CHANGED,
             EventKind::FieldsUpdated { .. } => tag::FIELDS_UPDATED,
