@@ -575,12 +575,13 @@ fn a_daemon_killed_under_writes_resumes_from_its_sequence() {
     );
 }
 
-/// Lease-expiry sweep events in a host's log: agent → sweeping daemon pids.
+/// Sweep events (lease expiry, or a process gone on its agent's host) in a
+/// host's log: agent → sweeping daemon pids.
 fn sweeps(h: &Host) -> HashMap<String, Vec<u64>> {
     let mut by_agent: HashMap<String, Vec<u64>> = HashMap::new();
     for e in h.log().values() {
         let change = &e["event"]["StatusChanged"];
-        if change["cause"] == "lease_expired" {
+        if change["cause"] == "lease_expired" || change["cause"] == "process_gone" {
             let agent = change["agent"].as_str().unwrap().to_string();
             by_agent
                 .entry(agent)

@@ -151,7 +151,6 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
         "w1",
         "--pid",
         "100",
-        "--durable",
         "--at",
         &at(3),
     ]);
