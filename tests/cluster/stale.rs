@@ -146,14 +146,7 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
     assert!(out.status.success(), "write sent while stale: {out:?}");
 
     // Writes resume, and both hosts converge with the write stored once.
-    h0.ok(&[
-        "heartbeat",
-        "w1",
-        "--pid",
-        "100",
-        "--at",
-        &at(3),
-    ]);
+    h0.ok(&["heartbeat", "w1", "--pid", "100", "--at", &at(3)]);
     let last = poll("the hosts to converge", Duration::from_secs(30), || {
         let lsns: Vec<u64> = [h0, h1]
             .iter()
