@@ -30,6 +30,7 @@ mod requested_sweep;
 mod sink;
 pub mod subjects;
 
+pub use compact::{StreamCompaction, MARKER_HEADROOM};
 pub use heartbeats::{BatchLimits, HeartbeatTicket};
 pub use lease::SweepLease;
 pub use subjects::FleetSubjects;
@@ -122,6 +123,8 @@ pub struct ClusterOptions {
     pub deadline: Duration,
     /// Lease of agents (sweeps): the same policy on every host.
     pub sweep: SweepPolicy,
+    /// How the stream is compacted (docs/scaling.md §6).
+    pub compaction: StreamCompaction,
 }
 
 impl ClusterOptions {
@@ -135,6 +138,7 @@ impl ClusterOptions {
             conflict_rounds: 8,
             deadline: Duration::from_secs(30),
             sweep: SweepPolicy::default(),
+            compaction: StreamCompaction::default(),
         }
     }
 }
