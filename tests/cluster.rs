@@ -12,10 +12,12 @@ mod support;
 mod cluster {
     mod bench;
     mod compaction;
+    mod compaction_gaps;
     mod convergence;
     mod daemon;
     mod heartbeats;
     mod nats_kill;
     mod races;
+    mod replica_watch;
     mod sweep;
 }

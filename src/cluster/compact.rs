@@ -280,7 +280,11 @@ impl ClusterNode {
                 Err(e) => return Err(nats_err(format!("get stream sequence {seq}"), e)),
             },
             LastNamed::Subject(subject) => {
-                match self.stream.get_first_raw_message_by_subject(&subject, 1).await {
+                match self
+                    .stream
+                    .get_first_raw_message_by_subject(&subject, 1)
+                    .await
+                {
                     Ok(m) => m.sequence <= upto,
                     Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => false,
                     Err(e) => return Err(nats_err(format!("first message of {subject}"), e)),
@@ -416,7 +420,9 @@ impl StreamPlan {
             kind => {
                 if let Some(key) = kind.session() {
                     self.sessions.insert(key.clone());
-                } else if let Some(agent) = kind.subject_agent().filter(|a| !kept_agents.contains(*a)) {
+                } else if let Some(agent) =
+                    kind.subject_agent().filter(|a| !kept_agents.contains(*a))
+                {
                     self.agents.insert(agent.to_string());
                 } else {
                     self.deletes.push(lsn);
@@ -456,12 +462,19 @@ impl StreamPlan {
         let base = encode(empty()).len() + 3 * VARINT_MAX;
         let mut parts = vec![empty()];
         let mut size = base;
-        let names = (self.agents.iter().map(|a| (a.len() + VARINT_MAX, Name::Agent(a))))
-            .chain(self.messages.iter().map(|&m| (VARINT_MAX, Name::Message(m))))
-            .chain(self.sessions.iter().map(|k| {
-                let text = k.source.len() + k.workspace.len() + k.session_id.len();
-                (text + 3 * VARINT_MAX, Name::Session(k))
-            }));
+        let names = (self
+            .agents
+            .iter()
+            .map(|a| (a.len() + VARINT_MAX, Name::Agent(a))))
+        .chain(
+            self.messages
+                .iter()
+                .map(|&m| (VARINT_MAX, Name::Message(m))),
+        )
+        .chain(self.sessions.iter().map(|k| {
+            let text = k.source.len() + k.workspace.len() + k.session_id.len();
+            (text + 3 * VARINT_MAX, Name::Session(k))
+        }));
         for (cost, name) in names {
             if base + cost > max_bytes {
                 return Err(ClusterError::Store(StoreError::Replication(format!(

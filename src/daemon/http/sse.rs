@@ -146,7 +146,10 @@ pub(super) async fn events(
             .iter()
             .flat_map(|group| {
                 let last = group.len().saturating_sub(1);
-                group.iter().enumerate().map(move |(i, item)| sse_event(item, i == last))
+                group
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, item)| sse_event(item, i == last))
             })
             .collect();
         Some((events, Some(watch)))
