@@ -15,8 +15,8 @@
 //!   wakes the watchers and waiting reads;
 //! * the periodic sweep runs only on the host holding the fleet's sweeper
 //!   lease (an explicit `sweep` goes the same way, through the store's
-//!   sink); auto-compaction is not run, an explicit `compact` compacts the
-//!   fleet's stream (`cluster::compact`); snapshots and `registry.json` stay
+//!   sink); `compact`, explicit or the daemon's auto-compaction, compacts
+//!   the fleet's stream (`cluster::compact`); snapshots and `registry.json` stay
 //!   local to each host;
 //! * ownership: the daemon owns the node, the node owns the store, the store
 //!   holds the sink weakly; at shutdown every clone of the store is dropped

@@ -5,15 +5,18 @@
 //! shaped exactly as a local daemon's, all at the batch's LSN; the agent
 //! filter keeps the beats of that agent inside a batch; `from` in the middle
 //! of the history starts at a whole batch; a lagging watcher's
-//! `resume_from` never splits a batch; `changes` gives one change per beat.
-//! A dry run through a replica plans over the stream and publishes nothing.
+//! `resume_from` never splits a batch; `changes` gives one change per beat;
+//! over HTTP only a batch's last event carries the SSE id.
+//! A dry run through a replica plans over the stream and publishes nothing;
+//! the daemon's auto-compaction on replicas compacts the stream once.
 
 use super::daemon::{at, cluster, converge, Host};
-use crate::support::daemon::{eventually, Conn, Daemon, Store};
+use crate::support::daemon::{bin, eventually, Conn, Daemon, Store};
+use crate::support::http::Sse;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const AGENTS: [(&str, &str); 3] = [("w0", "100"), ("w1", "101"), ("w2", "102")];
 
@@ -108,7 +111,8 @@ fn shape(item: &Value) -> Value {
 #[test]
 fn watch_through_a_replica_expands_heartbeat_batches_as_a_local_daemon_shows_heartbeats() {
     let nats = cluster("rwt");
-    let h = Host::start(&nats, "rwt", "h0", &["--watch-buffer", "4"]);
+    let extra = ["--watch-buffer", "4", "--http", "127.0.0.1:0"];
+    let h = Host::start(&nats, "rwt", "h0", &extra);
     for (i, (name, pid)) in AGENTS.iter().enumerate() {
         h.register(name, pid, i as u64);
     }
@@ -210,6 +214,23 @@ fn watch_through_a_replica_expands_heartbeat_batches_as_a_local_daemon_shows_hea
         tail
     );
 
+    // The same over HTTP (`/api/events`): of a batch's events only the last
+    // carries the SSE id (its LSN), so a reconnect inside it gets it whole.
+    let base = format!("http://{}", h.hello()["http"].as_str().unwrap());
+    let in_batch = want.iter().filter(|w| w.0 == batch_lsn).count();
+    let mut sse = Sse::open(&format!("{base}/api/events?from={batch_lsn}"), None);
+    assert_eq!(sse.next().0, "watching");
+    for i in 0..in_batch {
+        let (name, data, id) = sse.next();
+        assert_eq!(
+            (name.as_str(), &data["kind"]),
+            ("event", &json!("Heartbeat"))
+        );
+        assert_eq!(data["lsn"], batch_lsn, "{data}");
+        assert_eq!(id, (i + 1 == in_batch).then_some(batch_lsn), "{data}");
+    }
+    drop(sse);
+
     // Changes: one `updated` per beat of w1, as one record per heartbeat
     // gives on a local daemon (each beat has its own time).
     let w1_beats = w1.iter().filter(|w| w.1 == "Heartbeat").count();
@@ -255,18 +276,25 @@ fn watch_through_a_replica_expands_heartbeat_batches_as_a_local_daemon_shows_hea
     );
 }
 
+/// Replicas of `fleet` with these host ids, without periodic sweeps.
+fn quiet_hosts(
+    nats: &crate::support::cluster::NatsCluster,
+    fleet: &str,
+    ids: &[&str],
+) -> Vec<Host> {
+    ids.iter()
+        .map(|id| Host::start(nats, fleet, id, &["--sweep-every", "0"]))
+        .collect()
+}
+
 /// `compact --dry-run` through a replica reports what the stream's
 /// compaction then drops (the same plan, at the stream's last sequence, as
-/// the local dry run prints it) and publishes nothing: no marker, the
-/// compaction lock free, every host's log unchanged.
+/// the local dry run prints it) and publishes nothing: no marker, no lock
+/// held (the compaction it described then runs), every host's log unchanged.
 #[test]
 fn compact_dry_run_through_a_replica_plans_over_the_stream_and_publishes_nothing() {
     let nats = cluster("cdr");
-    let no_sweep = ["--sweep-every", "0"];
-    let hosts: Vec<Host> = ["d0", "d1"]
-        .iter()
-        .map(|id| Host::start(&nats, "cdr", id, &no_sweep))
-        .collect();
+    let hosts = quiet_hosts(&nats, "cdr", &["d0", "d1"]);
     hosts[0].register("a0", "100", 1);
     hosts[1].register("a1", "101", 2);
     for s in 3..8 {
@@ -314,4 +342,87 @@ fn compact_dry_run_through_a_replica_plans_over_the_stream_and_publishes_nothing
     }
     assert_eq!(real["dry_run"], false);
     assert_eq!(converge(&[&hosts[0], &hosts[1]]), last + 2);
+}
+
+/// The daemon's auto-compaction (its trigger every 10 s: half of a log of
+/// at least 1 MiB droppable) on two replicas at once: one compacts the
+/// stream (the expired posts go from every host), the other finds nothing
+/// left; one marker in all. Times are long past (2020): the trigger judges
+/// at the real clock, and these posts expired whenever the test runs.
+#[test]
+fn auto_compaction_on_replicas_compacts_the_stream_once() {
+    let nats = cluster("acp");
+    let hosts = quiet_hosts(&nats, "acp", &["c0", "c1"]);
+    let long_ago = |h: &Host, args: &[&str]| {
+        let out = bin()
+            .env("AGENTLOG_NOW", "2020-01-01T02:00:00Z")
+            .arg("--dir")
+            .arg(h.dir())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    };
+    for (name, h) in [("sender", &hosts[0]), ("reader", &hosts[1])] {
+        let at = "2020-01-01T00:00:00Z";
+        let reg = [
+            "register",
+            name,
+            "--provider",
+            "codex",
+            "--cwd",
+            "/c",
+            "--at",
+            at,
+        ];
+        long_ago(h, &reg);
+    }
+    // 20 posts of 60 KB with an hour to live: 1.2 MB, all droppable.
+    let body = "x".repeat(60_000);
+    for i in 0..20 {
+        let at = format!("2020-01-01T01:00:{i:02}Z");
+        let post = [
+            "post",
+            "--from",
+            "sender",
+            "--to",
+            "reader",
+            &body,
+            "--ttl-hours",
+            "1",
+            "--at",
+            &at,
+        ];
+        long_ago(&hosts[i % 2], &post);
+    }
+    let posted = converge(&[&hosts[0], &hosts[1]]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let compacted = loop {
+        let markers: Vec<u64> = hosts[0]
+            .log()
+            .iter()
+            .filter(|(_, e)| e["kind"] == "StreamCompacted")
+            .map(|(l, _)| *l)
+            .collect();
+        if !markers.is_empty() {
+            break markers;
+        }
+        assert!(Instant::now() < deadline, "no auto-compaction within 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(compacted, [posted + 1], "one marker right after the posts");
+    let last = converge(&[&hosts[0], &hosts[1]]);
+    // Each mirror compacts its log after folding the marker (a rewrite of
+    // 1.2 MB, which `last_lsn` does not wait for).
+    for h in &hosts {
+        eventually("the local log to drop the posts", || {
+            let log = h.log();
+            log.values()
+                .all(|e| e["kind"] != "MessagePosted")
+                .then_some(())
+        });
+    }
+    // Both hosts' next tick (each every 10 s) finds nothing more to drop.
+    std::thread::sleep(Duration::from_secs(11));
+    assert_eq!(converge(&[&hosts[0], &hosts[1]]), last, "a second marker");
 }
