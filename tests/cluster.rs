@@ -12,12 +12,14 @@ mod support;
 mod cluster {
     mod bench;
     mod compaction;
+    mod compaction_gaps;
     mod convergence;
     mod daemon;
     mod heartbeats;
     mod host_probe;
     mod nats_kill;
     mod races;
+    mod replica_watch;
     mod stale;
     mod sweep;
 }

@@ -148,7 +148,7 @@ impl Shared {
 }
 
 /// Whether an encoded event has tag `t` (origin flag aside).
-fn is_tag(payload: &[u8], t: u8) -> bool {
+pub(super) fn is_tag(payload: &[u8], t: u8) -> bool {
     payload
         .first()
         .is_some_and(|b| b & !codec::ORIGIN_FLAG == t)

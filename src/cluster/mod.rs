@@ -32,6 +32,7 @@ mod sink;
 pub mod subjects;
 mod sweep;
 
+pub use compact::{StreamCompaction, MARKER_HEADROOM};
 pub use heartbeats::{BatchLimits, HeartbeatTicket};
 pub use lease::SweepLease;
 pub use liveness::Staleness;
@@ -128,6 +129,8 @@ pub struct ClusterOptions {
     /// This host's process probe, asked only about the agents registered
     /// on this host (docs/scaling.md §7); `/proc` by default.
     pub probe: SharedProbe,
+    /// How the stream is compacted (docs/scaling.md §6).
+    pub compaction: StreamCompaction,
 }
 
 impl ClusterOptions {
@@ -142,6 +145,7 @@ impl ClusterOptions {
             deadline: Duration::from_secs(30),
             sweep: SweepPolicy::default(),
             probe: SharedProbe::default(),
+            compaction: StreamCompaction::default(),
         }
     }
 }

@@ -16,7 +16,7 @@
 //! * the periodic sweep of leases runs only on the host holding the fleet's
 //!   sweeper lease (an explicit `sweep` goes the same way, through the
 //!   store's sink); every host checks its own agents' processes;
-//!   auto-compaction is not run, an explicit `compact` compacts the
+//!   `compact`, explicit or the daemon's auto-compaction, compacts the
 //!   fleet's stream (`cluster::compact`); snapshots and `registry.json` stay
 //!   local to each host;
 //! * ownership: the daemon owns the node, the node owns the store, the store

@@ -302,8 +302,9 @@ fn every(
 
 fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
     let mut duties = Vec::new();
-    // A replica sweeps under the fleet's lease and does not compact
-    // (`replica::Replica::start_duties`); it publishes registry.json locally.
+    // A replica sweeps under the fleet's lease (`replica::Replica::start_duties`);
+    // it publishes registry.json locally, and its auto-compaction compacts
+    // the fleet's stream under the fleet's compactor lock (docs/scaling.md §6).
     let local = shared.replica.is_none();
     if let (Some(p), true) = (shared.opts.sweep_every, local) {
         duties.push(every(p, shared, |s| {
@@ -330,14 +331,16 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
             }
         }));
     }
-    if let (Some(p), true) = (shared.opts.compact_every, local) {
+    if let Some(p) = shared.opts.compact_every {
         let auto = Mutex::new(AutoCompactor::new(
             AutoPolicy::default(),
             CompactOptions::default(),
         ));
         duties.push(every(p, shared, move |s| {
             let mut auto = auto.lock().unwrap_or_else(|e| e.into_inner());
-            match s.store.maybe_compact(&mut auto, Timestamp::now()) {
+            let now = Timestamp::now();
+            // A replica's markers name this daemon as who asked.
+            match with_origin(own_origin(), || s.store.maybe_compact(&mut auto, now)) {
                 Ok(Some(_)) => s.committed.notify_waiters(),
                 Ok(None) => {}
                 Err(e) => tracing::warn!("auto-compaction failed: {e}"),

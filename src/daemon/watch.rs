@@ -10,6 +10,14 @@
 //! producer stops and records the first LSN not queued: the writer sends the
 //! queued lines, then `lagged` with that LSN, and closes the connection.
 //!
+//! Items go in *groups*, the items of one record (one LSN), queued and
+//! written whole: a replica's `HeartbeatBatch` (docs/scaling.md §5) is sent
+//! as one `Heartbeat` event per beat, each shaped as a local daemon's and
+//! all at the batch's LSN, so `lagged` (and an SSE id) never falls inside a
+//! batch and resuming from an LSN gets a batch whole. `Purged` fillers (a
+//! replica's placeholders for sequences the stream's compaction deleted)
+//! are not sent unless asked for by kind: a local log has no such records.
+//!
 //! With `latest` ([`latest`]) nothing is read from the log: the producer
 //! sends the rows that changed in the served state, at most once per
 //! [`latest::TICK`].
@@ -22,7 +30,7 @@ use super::conn::{error_doc, send, Request, Writer};
 use super::server::Shared;
 use super::{code, ErrorReply, Outcome, Peer};
 use crate::model::Agent;
-use crate::registry::{codec, tag, Event, Lsn, State};
+use crate::registry::{codec, tag, Event, EventKind, Lsn, State};
 use crate::store::{with_origin, Store, Until};
 use crate::time::Timestamp;
 use serde_json::{json, Map, Value};
@@ -40,6 +48,9 @@ mod latest;
 pub const LAG_GRACE: Duration = Duration::from_millis(500);
 /// Records read per producer step.
 const CHUNK: usize = 1024;
+
+/// The items of one record (one LSN): queued, written and lagged as one.
+pub(crate) type Group = Vec<Value>;
 
 /// What a watcher asked for.
 #[derive(Debug, Clone, Default)]
@@ -100,6 +111,9 @@ impl Filter {
     }
 
     fn keeps(&self, event: &Event) -> bool {
+        if matches!(event.kind, EventKind::Purged) && self.kinds.is_none() {
+            return false;
+        }
         self.agent
             .as_deref()
             .is_none_or(|a| event.kind.concerns_agent(a))
@@ -139,14 +153,33 @@ fn change_doc(
     Some(json!({ "change": change }))
 }
 
-/// Reads up to [`CHUNK`] records from `cursor.next`; returns the lines, each
-/// with the LSN to resume from if it is not sent, and how many records were
-/// read (0: the watcher is at the head).
+/// Applies `apply` to `state` and returns the change it made to agent
+/// `name`, if `filter` watches that agent.
+fn fold_change(
+    d: &dyn super::Dispatch,
+    state: &mut State,
+    filter: &Filter,
+    lsn: Lsn,
+    name: Option<&str>,
+    apply: impl FnOnce(&mut State),
+) -> Option<Value> {
+    let Some(name) = name.filter(|n| filter.agent.as_deref().is_none_or(|a| a == *n)) else {
+        apply(state);
+        return None;
+    };
+    let before = state.agent(name).cloned();
+    apply(state);
+    change_doc(d, lsn, name, before.as_ref(), state.agent(name))
+}
+
+/// Reads up to [`CHUNK`] records from `cursor.next`; returns each record's
+/// group of lines with the LSN to resume from if it is not sent, and how
+/// many records were read (0: the watcher is at the head).
 fn read_chunk(
     store: &Store,
     d: &dyn super::Dispatch,
     c: &mut Cursor,
-) -> (Vec<(Lsn, Value)>, usize) {
+) -> (Vec<(Lsn, Group)>, usize) {
     let view = store.view();
     let mut out = Vec::new();
     let mut read = 0;
@@ -155,7 +188,7 @@ fn read_chunk(
             Ok(r) => r,
             Err(e) => {
                 let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
-                out.push((c.next, json!({"error": err})));
+                out.push((c.next, vec![json!({"error": err})]));
                 read = 0;
                 break;
             }
@@ -167,25 +200,42 @@ fn read_chunk(
             Ok(e) => e,
             Err(e) => {
                 let err = json!({"code": "decode", "message": e.to_string(), "lsn": lsn});
-                out.push((lsn, json!({"error": err})));
+                out.push((lsn, vec![json!({"error": err})]));
                 continue;
             }
         };
-        if let Some(state) = &mut c.fold {
-            let name = event.kind.subject_agent();
-            let wanted = name.filter(|n| c.filter.agent.as_deref().is_none_or(|a| a == *n));
-            let Some(name) = wanted.map(str::to_string) else {
-                state.apply(lsn, &event);
-                continue;
-            };
-            let before = state.agent(&name).cloned();
-            state.apply(lsn, &event);
-            if let Some(doc) = change_doc(d, lsn, &name, before.as_ref(), state.agent(&name)) {
-                out.push((lsn, doc));
+        let group: Group = match (&mut c.fold, &event.kind) {
+            // Beat by beat, as the fold applies a batch: one change per
+            // heartbeat, as a local daemon's one record per heartbeat gives.
+            (Some(state), EventKind::HeartbeatBatch { beats }) => beats
+                .iter()
+                .filter_map(|b| {
+                    fold_change(d, state, &c.filter, lsn, Some(&b.agent), |s| {
+                        s.apply_heartbeat(lsn, b.at, &b.agent, b.pid)
+                    })
+                })
+                .collect(),
+            (Some(state), kind) => {
+                fold_change(d, state, &c.filter, lsn, kind.subject_agent(), |s| {
+                    s.apply(lsn, &event)
+                })
+                .into_iter()
+                .collect()
             }
-        } else if c.filter.keeps(&event) {
-            let origin = codec::origin(rec.payload);
-            out.push((lsn, json!({"event": d.event_json(lsn, &event, origin)})));
+            (None, EventKind::HeartbeatBatch { beats }) => beats
+                .iter()
+                .map(|b| (b.event(), b.origin))
+                .filter(|(beat, _)| c.filter.keeps(beat))
+                .map(|(beat, origin)| json!({"event": d.event_json(lsn, &beat, origin)}))
+                .collect(),
+            (None, _) if c.filter.keeps(&event) => {
+                let origin = codec::origin(rec.payload);
+                vec![json!({"event": d.event_json(lsn, &event, origin)})]
+            }
+            (None, _) => Vec::new(),
+        };
+        if !group.is_empty() {
+            out.push((lsn, group));
         }
     }
     (out, read)
@@ -196,7 +246,7 @@ fn read_chunk(
 /// to resume from) or the daemon is stopping. Dropping it stops the producer.
 pub(crate) struct Stream {
     pub from: Lsn,
-    pub items: mpsc::Receiver<Value>,
+    pub items: mpsc::Receiver<Group>,
     lagged: Arc<Mutex<Option<Lsn>>>,
     producer: tokio::task::JoinHandle<()>,
     shared: Arc<Shared>,
@@ -237,7 +287,7 @@ pub(crate) async fn open(
     } else {
         None
     };
-    let (tx, items) = mpsc::channel::<Value>(shared.opts.watch_buffer.max(1));
+    let (tx, items) = mpsc::channel::<Group>(shared.opts.watch_buffer.max(1));
     let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
     shared.watchers.fetch_add(1, Ordering::AcqRel);
     let producer = if filter.latest {
@@ -276,11 +326,12 @@ pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer
     if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
         return;
     }
-    while let Some(item) = stream.items.recv().await {
-        let mut doc = item;
-        doc["id"] = id.clone();
-        if send(&mut wr, &doc).await.is_err() {
-            return;
+    while let Some(group) = stream.items.recv().await {
+        for mut doc in group {
+            doc["id"] = id.clone();
+            if send(&mut wr, &doc).await.is_err() {
+                return;
+            }
         }
         if stream.items.is_empty() && wr.flush().await.is_err() {
             return;
@@ -301,7 +352,7 @@ pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer
 async fn produce(
     shared: Arc<Shared>,
     mut cursor: Cursor,
-    tx: mpsc::Sender<Value>,
+    tx: mpsc::Sender<Group>,
     lagged: Arc<Mutex<Option<Lsn>>>,
 ) {
     let mut shutdown = shared.shutdown.clone();

@@ -21,12 +21,13 @@ impl Store {
         opts: &crate::compact::CompactOptions,
     ) -> StoreResult<crate::compact::CompactionReport> {
         // A replica compacts the fleet's stream (docs/scaling.md §6); its
-        // log follows when the mirror folds the marker. A dry run plans
-        // over the local mirror.
-        if !opts.dry_run {
-            if let Some(sink) = self.sink()? {
-                return sink.compact(current_origin(), now, opts);
-            }
+        // log follows when the mirror folds the marker. A dry run there
+        // plans over the mirror caught up to the stream (over the local
+        // mirror as it is when no daemon serves it).
+        match self.sink() {
+            Ok(Some(sink)) => return sink.compact(current_origin(), now, opts),
+            Err(e) if !opts.dry_run => return Err(e),
+            _ => {}
         }
         self.compact_log(now, opts)
     }

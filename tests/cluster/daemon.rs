@@ -17,14 +17,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A host: a store directory and the daemon serving it as a replica.
-struct Host {
-    store: Store,
+pub(super) struct Host {
+    pub(super) store: Store,
     args: Vec<String>,
     daemon: Option<Daemon>,
 }
 
 impl Host {
-    fn start(nats: &NatsCluster, fleet: &str, id: &str, extra: &[&str]) -> Host {
+    pub(super) fn start(nats: &NatsCluster, fleet: &str, id: &str, extra: &[&str]) -> Host {
         let mut args = vec![
             "--nats".to_string(),
             nats.urls().join(","),
@@ -48,7 +48,7 @@ impl Host {
         self.daemon = Some(Daemon::start(&self.store.dir, &args));
     }
 
-    fn dir(&self) -> &Path {
+    pub(super) fn dir(&self) -> &Path {
         &self.store.dir
     }
 
@@ -56,7 +56,7 @@ impl Host {
         self.daemon.as_ref().expect("the host's daemon runs")
     }
 
-    fn hello(&self) -> Value {
+    pub(super) fn hello(&self) -> Value {
         let mut c = Conn::connect(self.dir());
         c.call(json!({"id": 0, "method": "hello"}))["result"].clone()
     }
@@ -68,13 +68,13 @@ impl Host {
     }
 
     #[track_caller]
-    fn ok(&self, args: &[&str]) -> String {
+    pub(super) fn ok(&self, args: &[&str]) -> String {
         self.store.ok(args)
     }
 
     /// `register NAME --provider claude --cwd /w --pid PID` at `at(secs)`.
     #[track_caller]
-    fn register(&self, name: &str, pid: &str, secs: u64) -> String {
+    pub(super) fn register(&self, name: &str, pid: &str, secs: u64) -> String {
         self.ok(&[
             "register",
             name,
@@ -90,7 +90,7 @@ impl Host {
     }
 
     /// The log as `log --json` prints it: LSN → event line.
-    fn log(&self) -> BTreeMap<u64, Value> {
+    pub(super) fn log(&self) -> BTreeMap<u64, Value> {
         self.ok(&["log", "--json"])
             .lines()
             .map(|l| {
@@ -110,14 +110,14 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// A cluster whose JetStream answers (the fleet's stream exists).
-fn cluster(fleet: &str) -> NatsCluster {
+pub(super) fn cluster(fleet: &str) -> NatsCluster {
     let nats = NatsCluster::start(3);
     runtime().block_on(nats.wait_ready(fleet));
     nats
 }
 
 /// Waits until every host folded the same last sequence; returns it.
-fn converge(hosts: &[&Host]) -> u64 {
+pub(super) fn converge(hosts: &[&Host]) -> u64 {
     eventually("the hosts to converge", || {
         let lsns: Vec<u64> = hosts.iter().map(|h| h.last_lsn()).collect();
         lsns.iter().all(|&l| l == lsns[0]).then_some(lsns[0])
@@ -125,7 +125,7 @@ fn converge(hosts: &[&Host]) -> u64 {
 }
 
 /// Each host's `registry.json` export, as bytes.
-fn exports(hosts: &[&Host], tmp: &Path) -> Vec<Vec<u8>> {
+pub(super) fn exports(hosts: &[&Host], tmp: &Path) -> Vec<Vec<u8>> {
     hosts
         .iter()
         .enumerate()
@@ -137,7 +137,7 @@ fn exports(hosts: &[&Host], tmp: &Path) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn at(secs: u64) -> String {
+pub(super) fn at(secs: u64) -> String {
     format!("2030-01-01T00:{:02}:{:02}Z", secs / 60, secs % 60)
 }
 

@@ -29,12 +29,14 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Compact) -> Result<ExitCode> {
     let spinner = ui.spinner("compacting");
     let clock = (!a.force_now).then(clock);
     // A dry run plans from the read-only store (no writer lock); a real
-    // compaction runs on the writer's store (the daemon's, when inside it).
-    let rep = if a.dry_run {
+    // compaction runs on the writer's store (the daemon's, when inside it),
+    // as does a replica's dry run: it plans over the stream's last sequence.
+    let replica = agentlog::store::replica_of(&dir)?.is_some();
+    let rep = if a.dry_run && !replica {
         crate::ops::compact(&dir, a.now, true, clock).map_err(anyhow::Error::from)
     } else {
         with_store(&dir, |s| {
-            Ok(crate::ops::compact_store(s, a.now, false, clock)?)
+            Ok(crate::ops::compact_store(s, a.now, a.dry_run, clock)?)
         })
     };
     if let Some(s) = spinner {

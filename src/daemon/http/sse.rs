@@ -10,7 +10,9 @@
 //! mode) the watch reads no records: it sends the rows that changed in the
 //! served state, at most four times a second, then `present` or `removed`
 //! (the watch module's `latest`); ids are still LSNs, so a reconnect resumes
-//! the same way.
+//! the same way. The events of one record (a replica's heartbeat batch,
+//! one `Heartbeat` event per beat at the batch's LSN) carry the id on the
+//! last one only, so a reconnect inside such a group gets it whole again.
 
 use super::{error_response, Http};
 use crate::daemon::watch;
@@ -27,7 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast;
 
-/// Items sent in one go at most (then the next batch).
+/// Record groups sent in one go at most (then the next batch).
 const BATCH: usize = 4096;
 
 fn usage(msg: String) -> ErrorReply {
@@ -88,15 +90,15 @@ fn params(
 }
 
 /// One watch item as an SSE event: its key (`change`, `event`, `error`,
-/// `present`) is
-/// the event name, its LSN the id, the object the data.
-fn sse_event(item: &Value) -> Event {
+/// `present`) is the event name, its LSN the id (`with_id`: the last item
+/// of its record's group), the object the data.
+fn sse_event(item: &Value, with_id: bool) -> Event {
     let (name, body) = match item.as_object().and_then(|o| o.iter().next()) {
         Some((k, v)) => (k.as_str(), v),
         None => ("error", item),
     };
     let mut ev = Event::default().event(name).data(body.to_string());
-    if let Some(lsn) = body.get("lsn").and_then(Value::as_u64) {
+    if let Some(lsn) = body.get("lsn").and_then(Value::as_u64).filter(|_| with_id) {
         ev = ev.id(lsn.to_string());
     }
     ev
@@ -140,7 +142,16 @@ pub(super) async fn events(
                 Err(_) => break,
             }
         }
-        let events = batch.iter().map(sse_event).collect();
+        let events = batch
+            .iter()
+            .flat_map(|group| {
+                let last = group.len().saturating_sub(1);
+                group
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, item)| sse_event(item, i == last))
+            })
+            .collect();
         Some((events, Some(watch)))
     })
     .flat_map(stream::iter);

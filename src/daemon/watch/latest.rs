@@ -165,7 +165,7 @@ impl Rows {
 /// stops: one as soon as the stream opens, then one after each commit that
 /// moved the served state, at most one per [`TICK`] (longer after a big
 /// batch, see [`PAUSE_PER_ITEM`]).
-pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sender<Value>) {
+pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sender<super::Group>) {
     let mut shutdown = shared.shutdown.clone();
     // The (applied LSN, agents) of the last look: a compaction that retires
     // agents changes the second without moving the first.
@@ -193,7 +193,7 @@ pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sende
             let pause = pause.clamp(TICK, MAX_PAUSE);
             for item in batch {
                 tokio::select! {
-                    sent = tx.send(item) => if sent.is_err() { return },
+                    sent = tx.send(vec![item]) => if sent.is_err() { return },
                     _ = shutdown.changed() => return,
                 }
             }
