@@ -22,6 +22,11 @@
 //! * visibility: the same writes from one worker per host, each stamped
 //!   with the clock, seen by every other host (mirror applied / watch event).
 //!
+//! Each phase also reports the CPU time the servers and the host processes
+//! spent in it (from `/proc/<pid>/stat`, so per operation on each side),
+//! and on NATS where a durable command's time went (validation, publish
+//! until the ack, ack until the writer's mirror folded it).
+//!
 //! A figure is computed from counted operations over measured time; a phase
 //! that measured nothing is an error. Every server and host process is
 //! killed when the run ends or fails (guards), and the run directory is
@@ -36,6 +41,7 @@ use super::latency::{Histogram, LatencySummary};
 use super::machine::MachineInfo;
 use super::servers::{find_binary, nats_cluster, version_of, Cluster};
 use super::{BenchError, Result};
+use agentlog::cluster::DurableStages;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -112,6 +118,69 @@ pub struct ClusterPhase {
     /// Publish on one host until another host saw it (durable and
     /// visibility phases).
     pub visibility: Option<LatencySummary>,
+    /// Where the durable commands' time went, means per command (NATS
+    /// durable and visibility phases).
+    #[serde(default)]
+    pub stages: Option<StageMeans>,
+    /// CPU used during the phase (Linux; `None` where `/proc` is missing).
+    #[serde(default)]
+    pub cpu: Option<PhaseCpu>,
+}
+
+/// Means per durable command of one phase, over every host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StageMeans {
+    pub commands: u64,
+    /// Rounds lost to another host's write on the same subject.
+    pub conflicts: u64,
+    pub validate_us: f64,
+    /// From the publish until the stream's ack (an R3 quorum stored it).
+    pub publish_to_ack_us: f64,
+    /// From the ack until the writer's own mirror folded the record.
+    pub ack_to_fold_us: f64,
+}
+
+impl StageMeans {
+    fn of(s: &DurableStages) -> Option<StageMeans> {
+        let per = |ns: u64| ns as f64 / 1e3 / s.commands as f64;
+        (s.commands > 0).then(|| StageMeans {
+            commands: s.commands,
+            conflicts: s.conflicts,
+            validate_us: per(s.validate_ns),
+            publish_to_ack_us: per(s.publish_ns),
+            ack_to_fold_us: per(s.fold_ns),
+        })
+    }
+}
+
+/// CPU seconds (user + system) spent during a phase, from its start until
+/// every host drained it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PhaseCpu {
+    /// The server processes (nats-server or etcd).
+    pub servers_s: f64,
+    /// The host processes (agentlog's nodes and workers, or etcd clients).
+    pub hosts_s: f64,
+    /// Both, per acknowledged operation, in microseconds.
+    pub per_op_us: f64,
+}
+
+/// CPU time (user + system) of each process, in seconds, from
+/// `/proc/<pid>/stat`; `None` if one cannot be read.
+fn cpu_seconds(pids: &[u32]) -> Option<f64> {
+    let ticks = rustix::param::clock_ticks_per_second() as f64;
+    let mut sum = 0u64;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // Fields after the command's closing parenthesis: state is the 1st,
+        // utime the 12th, stime the 13th.
+        let rest = stat.rsplit_once(')')?.1;
+        let mut f = rest.split_whitespace().skip(11);
+        let user: u64 = f.next()?.parse().ok()?;
+        let system: u64 = f.next()?.parse().ok()?;
+        sum += user + system;
+    }
+    Some(sum as f64 / ticks)
 }
 
 /// The three phases of one system.
@@ -278,7 +347,11 @@ fn phase_report(
     let mut vis = Histogram::new();
     let (mut ops, mut failed, mut workers, mut end) = (0, 0, 0, 0);
     let mut first_error = None;
+    let mut stages: Option<DurableStages> = None;
     for r in results {
+        if let Some(s) = &r.stages {
+            stages.get_or_insert_with(DurableStages::default).add(s);
+        }
         hist.merge(&Histogram::from_parts(&r.latency).map_err(BenchError::Run)?);
         ops += r.ops;
         failed += r.failed;
@@ -326,21 +399,32 @@ fn phase_report(
         latency,
         lost,
         visibility,
+        stages: stages.as_ref().and_then(StageMeans::of),
+        cpu: None,
     })
 }
 
 /// Setup, then the three phases, on whichever system the hosts opened.
-fn measure(hosts: &mut Hosts, nats: bool, system: &str, version: String) -> Result<SystemReport> {
+fn measure(
+    hosts: &mut Hosts,
+    servers: &[u32],
+    nats: bool,
+    system: &str,
+    version: String,
+) -> Result<SystemReport> {
     hosts.done(|_| HostCommand::Setup)?;
+    let host_pids: Vec<u32> = hosts.workers.iter().map(|w| w.child.id()).collect();
     let mut phases = Vec::with_capacity(3);
     for (phase, name) in [
         (Phase::Heartbeats, "heartbeats"),
         (Phase::Durable, "durable"),
         (Phase::Visibility, "visibility"),
     ] {
+        let cpu_before = (cpu_seconds(servers), cpu_seconds(&host_pids));
         let (start_ns, results) = hosts.phase(phase)?;
         let fence = results.iter().map(|r| r.fence).max().unwrap_or(0);
         let drains = hosts.drain(fence)?;
+        let cpu_after = (cpu_seconds(servers), cpu_seconds(&host_pids));
         // Every heartbeat acknowledged (plus one durable heartbeat per
         // host) must be folded on every host: the host that folded the
         // fewest tells what was lost (batches count each heartbeat).
@@ -349,7 +433,7 @@ fn measure(hosts: &mut Hosts, nats: bool, system: &str, version: String) -> Resu
             let folded = drains.iter().map(|d| d.heartbeats).min().unwrap_or(0);
             acked.saturating_sub(folded)
         });
-        phases.push(phase_report(
+        let mut report = phase_report(
             &format!("{system}/{name}"),
             phase,
             start_ns,
@@ -357,7 +441,15 @@ fn measure(hosts: &mut Hosts, nats: bool, system: &str, version: String) -> Resu
             &drains,
             nats,
             lost,
-        )?);
+        )?;
+        if let ((Some(s0), Some(h0)), (Some(s1), Some(h1))) = (cpu_before, cpu_after) {
+            report.cpu = Some(PhaseCpu {
+                servers_s: s1 - s0,
+                hosts_s: h1 - h0,
+                per_op_us: (s1 - s0 + h1 - h0) * 1e6 / report.ops as f64,
+            });
+        }
+        phases.push(report);
     }
     let visibility = phases.pop().expect("three phases");
     let durable = phases.pop().expect("three phases");
@@ -419,7 +511,8 @@ pub fn run_cluster(cfg: &ClusterConfig) -> Result<ClusterReport> {
             fleet: FLEET.to_string(),
             replicas,
         })?;
-        let report = measure(&mut hosts, true, "agentlog+nats", version_of(&nats_bin)?)?;
+        let version = version_of(&nats_bin)?;
+        let report = measure(&mut hosts, &servers.pids(), true, "agentlog+nats", version)?;
         hosts.done(|_| HostCommand::Close)?;
         report
     };
@@ -430,7 +523,8 @@ pub fn run_cluster(cfg: &ClusterConfig) -> Result<ClusterReport> {
         hosts.done(|i| HostCommand::EtcdOpen {
             url: members.urls[i].clone(),
         })?;
-        let report = measure(&mut hosts, false, "etcd", version_of(&etcd_bin)?)?;
+        let version = version_of(&etcd_bin)?;
+        let report = measure(&mut hosts, &members.pids(), false, "etcd", version)?;
         hosts.done(|_| HostCommand::Close)?;
         report
     };
@@ -484,6 +578,7 @@ mod tests {
             end_ns,
             fence,
             latency: h.to_parts(),
+            stages: None,
         }
     }
 
@@ -553,6 +648,29 @@ mod tests {
         let v = d.visibility.unwrap();
         assert_eq!(v.count, 3);
         assert!(v.p50_us > 6.0 && v.p50_us < 8.0, "{v:?}");
+        assert!(d.stages.is_none() && d.cpu.is_none());
+        // Stages are summed over hosts, then divided by their commands.
+        let mut staged = rs.clone();
+        for (r, n) in staged.iter_mut().zip([1u64, 3]) {
+            r.stages = Some(DurableStages {
+                commands: n,
+                conflicts: n - 1,
+                validate_ns: 10_000 * n,
+                publish_ns: 1_000_000 * n,
+                fold_ns: 100_000 * n,
+            });
+        }
+        let d = phase_report("n/durable", Phase::Durable, 0, &staged, &ds, true, None).unwrap();
+        let st = d.stages.unwrap();
+        assert_eq!((st.commands, st.conflicts), (4, 2));
+        assert!((st.validate_us - 10.0).abs() < 1e-9, "{st:?}");
+        assert!((st.publish_to_ack_us - 1_000.0).abs() < 1e-9, "{st:?}");
+        assert!((st.ack_to_fold_us - 100.0).abs() < 1e-9, "{st:?}");
+        // This process's own CPU time reads, and only grows.
+        let me = [std::process::id()];
+        let t0 = cpu_seconds(&me).unwrap();
+        assert!(cpu_seconds(&me).unwrap() >= t0);
+        assert!(cpu_seconds(&[u32::MAX]).is_none());
         let none = phase_report(
             "n/durable",
             Phase::Durable,

@@ -13,17 +13,18 @@
 //!
 //! Visibility: every durable write carries `"<host>:<CLOCK_MONOTONIC ns>"`
 //! taken just before it is sent (a status message on NATS, the value on
-//! etcd). Each host's watcher (its mirror's applied sequence on NATS, a
-//! prefix watch on etcd) reads what arrives and records, for every write of
-//! another host, its clock now minus the stamp. All processes run on one
-//! machine, so they share CLOCK_MONOTONIC.
+//! etcd). Each host's watcher (the records its mirror folds, handed over
+//! by [`ClusterNode::follow_folded`], on NATS; a prefix watch on etcd)
+//! reads what arrives and records, for every write of another host, its
+//! clock now minus the stamp. All processes run on one machine, so they
+//! share CLOCK_MONOTONIC.
 
 use super::baseline::agent_name;
 use super::clients_worker::{agents_of, Tally};
 use super::etcd::EtcdClient;
 use super::latency::{Histogram, HistogramParts};
 use super::{BenchError, Result};
-use agentlog::cluster::{ClusterError, ClusterNode, ClusterOptions};
+use agentlog::cluster::{ClusterNode, ClusterOptions, DurableStages};
 use agentlog::model::Status;
 use agentlog::registry::{codec, decode, EventKind, Registration};
 use agentlog::store::{Store, StoreOptions};
@@ -112,6 +113,10 @@ pub struct PhaseResult {
     pub fence: u64,
     /// Latency of each acknowledged operation.
     pub latency: HistogramParts,
+    /// Where this host's durable commands spent the phase (NATS durable
+    /// and visibility phases).
+    #[serde(default)]
+    pub stages: Option<DurableStages>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -175,7 +180,42 @@ fn wait_until(start_ns: u64) {
 /// reached the drained sequence, heartbeats folded.
 type Followed = (Histogram, u64, u64);
 
-/// The NATS watcher: follows the mirror's applied sequence until told the
+/// What the NATS watcher has read so far.
+struct Follower {
+    me: usize,
+    stamps: bool,
+    hist: Histogram,
+    heartbeats: u64,
+    /// The highest sequence read (or folded before the watcher started).
+    seen: u64,
+    reached_ns: u64,
+}
+
+impl Follower {
+    fn note(&mut self, seq: u64, payload: &[u8]) -> std::result::Result<(), String> {
+        let now = mono_ns();
+        self.reached_ns = now;
+        self.seen = self.seen.max(seq);
+        if !self.stamps {
+            self.heartbeats +=
+                codec::heartbeat_count(payload).map_err(|e| format!("lsn {seq}: {e}"))?;
+            return Ok(());
+        }
+        let event = decode(payload).map_err(|e| format!("lsn {seq}: {e}"))?;
+        if let EventKind::StatusChanged {
+            message: Some(m), ..
+        } = &event.kind
+        {
+            match parse_stamp(m) {
+                Some((h, t)) if h != self.me => self.hist.record(now.saturating_sub(t)),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The NATS watcher: reads every record the mirror folds until told the
 /// drained sequence, decoding status stamps when `stamps` and counting the
 /// heartbeats folded otherwise.
 async fn follow_mirror(
@@ -184,51 +224,33 @@ async fn follow_mirror(
     stamps: bool,
     mut target: watch::Receiver<Option<u64>>,
 ) -> std::result::Result<Followed, String> {
-    let mut hist = Histogram::new();
-    let mut heartbeats = 0;
-    let mut next = node.applied() + 1;
-    let mut reached_ns = mono_ns();
+    let mut records = node.follow_folded();
+    let mut f = Follower {
+        me,
+        stamps,
+        hist: Histogram::new(),
+        heartbeats: 0,
+        // Folded before the tap: not this phase's.
+        seen: node.applied(),
+        reached_ns: mono_ns(),
+    };
     loop {
+        // The mirror hands a record over before it announces it: once
+        // `applied` is read, every record up to it is in the channel.
         let applied = node.applied();
-        if applied >= next {
-            let now = mono_ns();
-            reached_ns = now;
-            let view = node.store().view();
-            for rec in view.iter_from(next) {
-                let rec = rec.map_err(|e| e.to_string())?;
-                if rec.lsn > applied {
-                    break;
-                }
-                if !stamps {
-                    heartbeats += codec::heartbeat_count(rec.payload)
-                        .map_err(|e| format!("lsn {}: {e}", rec.lsn))?;
-                    continue;
-                }
-                let event = decode(rec.payload).map_err(|e| format!("lsn {}: {e}", rec.lsn))?;
-                if let EventKind::StatusChanged {
-                    message: Some(m), ..
-                } = &event.kind
-                {
-                    match parse_stamp(m) {
-                        Some((h, t)) if h != me => hist.record(now.saturating_sub(t)),
-                        _ => {}
-                    }
-                }
-            }
-            next = applied + 1;
+        while let Ok((seq, payload)) = records.try_recv() {
+            f.note(seq, &payload)?;
         }
         if let Some(t) = *target.borrow() {
-            if applied >= t {
-                return Ok((hist, reached_ns, heartbeats));
+            if f.seen.max(applied) >= t {
+                return Ok((f.hist, f.reached_ns, f.heartbeats));
             }
         }
         tokio::select! {
-            // Lagging (nothing for the deadline) is only quiet: look again.
-            r = node.wait_applied(next) => {
-                if let Err(ClusterError::Mirror(m)) = r {
-                    return Err(format!("mirror stopped: {m}"));
-                }
-            }
+            r = records.recv() => match r {
+                Some((seq, payload)) => f.note(seq, &payload)?,
+                None => return Err("the mirror stopped handing over records".into()),
+            },
             _ = target.changed() => {}
         }
     }
@@ -425,6 +447,7 @@ async fn nats_phase(
     let workers = workers_of(spec, phase);
     let seconds = Duration::from_secs_f64(spec.seconds);
     tokio::time::sleep(Duration::from_nanos(start_ns.saturating_sub(mono_ns()))).await;
+    let stages_before = node.durable_stages();
     let me = spec.host;
     let tasks: Vec<_> = (0..workers)
         .map(|w| {
@@ -465,6 +488,7 @@ async fn nats_phase(
         fence = fence.max(last);
     }
     let end_ns = mono_ns();
+    let stages = (phase != Phase::Heartbeats).then(|| node.durable_stages().since(&stages_before));
     if phase == Phase::Heartbeats {
         // Every lazy heartbeat accepted is in a batch stored and folded
         // here (or counted failed); the durable one lands after them all.
@@ -481,7 +505,9 @@ async fn nats_phase(
             .await
             .map_err(|e| run_err(format!("the durable heartbeat after the lazy ones: {e}")))?;
     }
-    Ok(all.into_phase(workers, end_ns, fence))
+    let mut result = all.into_phase(workers, end_ns, fence);
+    result.stages = stages;
+    Ok(result)
 }
 
 /// Grants each of this host's agents a lease and puts its key under it;
@@ -620,6 +646,7 @@ impl Tally {
             end_ns,
             fence,
             latency: self.hist.to_parts(),
+            stages: None,
         }
     }
 }

@@ -136,6 +136,14 @@ impl NatsCluster {
         Ok(())
     }
 
+    /// Process ids of the running members.
+    pub fn pids(&self) -> Vec<u32> {
+        self.members
+            .iter()
+            .filter_map(|m| m.child.as_ref().map(std::process::Child::id))
+            .collect()
+    }
+
     /// SIGKILLs member `i` and reaps it (its store directory stays).
     pub fn kill(&mut self, i: usize) -> Result<(), String> {
         let Some(mut child) = self.members[i].child.take() else {

@@ -105,6 +105,11 @@ impl Cluster {
         BenchError::Run(text)
     }
 
+    /// Process ids of the members.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
     /// `members` etcd members in `dir` forming one new cluster;
     /// returned once every member answers `/health` with `true`.
     pub fn etcd(binary: &Path, dir: &Path, members: usize) -> Result<Cluster> {

@@ -222,7 +222,7 @@ pub(crate) async fn run(
     batcher: Arc<Batcher>,
     shared: Arc<Shared>,
     js: jetstream::Context,
-    subject: String,
+    subject: async_nats::Subject,
     deadline: Duration,
 ) {
     loop {
@@ -242,7 +242,8 @@ pub(crate) async fn run(
         let (batcher, shared, js, subject) =
             (batcher.clone(), shared.clone(), js.clone(), subject.clone());
         tokio::spawn(async move {
-            let msg = PublishMessage::build().payload(payload.into());
+            let payload = bytes::Bytes::from(payload);
+            let msg = || PublishMessage::build().payload(payload.clone());
             let stored = match publish_retried(&js, &subject, msg, deadline).await {
                 Ok(ack) => shared
                     .wait_applied(ack.sequence, deadline)

@@ -12,16 +12,24 @@
 //! fillers; on folding a compaction marker the mirror compacts the local
 //! log up to it before it announces the marker or folds anything after it
 //! (docs/scaling.md §6).
+//!
+//! Waking: the mirror folds every message the consumer already holds
+//! (up to [`FOLD_BATCH`]) before it announces the last one, and a command
+//! waiting for its sequence is woken by itself ([`Shared::wait_applied`]),
+//! not by every record folded: at thousands of records a second, a broadcast
+//! to every waiter cost more than the fold.
 
 use crate::registry::{codec, tag, Lsn};
 use crate::store::{Store, StoreError};
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
 use async_nats::jetstream::stream::Stream;
-use futures_util::StreamExt;
+use bytes::Bytes;
+use futures_util::{FutureExt, StreamExt};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::subjects::FleetSubjects;
 use super::{ClusterError, ClusterResult};
@@ -36,7 +44,17 @@ pub(crate) struct Shared {
     pub applied: watch::Sender<Lsn>,
     /// Set when the mirror stopped for good (a record it cannot apply).
     failure: Mutex<Option<String>>,
+    /// Callers waiting for a sequence, each woken once when it is folded
+    /// (or when the mirror stops); a handful at a time, so a scan is cheap.
+    waiters: Mutex<Vec<(Lsn, oneshot::Sender<()>)>>,
+    /// Where every folded record is copied, if someone follows them
+    /// ([`Shared::tap`]); `tapped` spares the lock when no one does.
+    tap: Mutex<Option<mpsc::UnboundedSender<(Lsn, Bytes)>>>,
+    tapped: AtomicBool,
 }
+
+/// A record folded by the mirror: its stream sequence and payload.
+pub type Folded = (Lsn, Bytes);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -69,6 +87,9 @@ impl Shared {
             folded: Mutex::new(folded),
             applied,
             failure: Mutex::new(None),
+            waiters: Mutex::new(Vec::new()),
+            tap: Mutex::new(None),
+            tapped: AtomicBool::new(false),
         })
     }
 
@@ -86,21 +107,85 @@ impl Shared {
         lock(&self.failure).clone()
     }
 
-    /// Waits until the mirror folded `seq`, at most `deadline`.
+    /// Waits until the mirror folded `seq`, at most `deadline`. The caller
+    /// registers under the waiters' lock after reading `applied`, and the
+    /// mirror publishes `applied` before it takes that lock to wake, so a
+    /// fold between the two is never missed.
     pub async fn wait_applied(&self, seq: Lsn, deadline: Duration) -> ClusterResult<()> {
-        let mut rx = self.applied.subscribe();
-        let reached = tokio::time::timeout(deadline, rx.wait_for(|a| *a >= seq)).await;
+        let woken = {
+            let mut waiters = lock(&self.waiters);
+            if *self.applied.borrow() >= seq || lock(&self.failure).is_some() {
+                None
+            } else {
+                let (tx, rx) = oneshot::channel();
+                waiters.push((seq, tx));
+                Some(rx)
+            }
+        };
+        if let Some(rx) = woken {
+            // Dropped unsent = the mirror stopped: the failure says why.
+            let _ = tokio::time::timeout(deadline, rx).await;
+        }
         if let Some(f) = self.failure() {
             return Err(ClusterError::Mirror(f));
         }
-        match reached {
-            Ok(Ok(_)) => Ok(()),
-            _ => Err(ClusterError::Lagging {
-                dir: self.store.dir().display().to_string(),
-                seq,
-                applied: *self.applied.borrow(),
-                waited: deadline,
-            }),
+        let applied = *self.applied.borrow();
+        if applied >= seq {
+            return Ok(());
+        }
+        Err(ClusterError::Lagging {
+            dir: self.store.dir().display().to_string(),
+            seq,
+            applied,
+            waited: deadline,
+        })
+    }
+
+    /// Announces that everything up to `seq` is folded: `applied` moves,
+    /// and the callers waiting for `seq` or less are woken (those that gave
+    /// up are dropped on the way).
+    fn announce(&self, seq: Lsn) {
+        self.applied.send_replace(seq);
+        let mut waiters = lock(&self.waiters);
+        let mut i = 0;
+        while i < waiters.len() {
+            if waiters[i].0 <= seq || waiters[i].1.is_closed() {
+                let (_, tx) = waiters.swap_remove(i);
+                let _ = tx.send(());
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Records the mirror's stop, wakes every waiter to read it and ends
+    /// the tap.
+    fn stop(&self, why: String) {
+        *lock(&self.failure) = Some(why);
+        lock(&self.waiters).clear();
+        // A follower sees its channel end.
+        *lock(&self.tap) = None;
+        self.tapped.store(false, Ordering::Release);
+    }
+
+    /// Every record folded from now on, in stream order. One follower at a
+    /// time: a new tap replaces the old one, and a dropped receiver ends it.
+    /// Unbounded, so the mirror never waits for its reader.
+    pub fn tap(&self) -> mpsc::UnboundedReceiver<Folded> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *lock(&self.tap) = Some(tx);
+        self.tapped.store(true, Ordering::Release);
+        rx
+    }
+
+    fn copy_to_tap(&self, seq: Lsn, payload: &Bytes) {
+        let mut tap = lock(&self.tap);
+        if tap
+            .as_ref()
+            .is_some_and(|tx| tx.send((seq, payload.clone())).is_err())
+        {
+            *tap = None;
+            self.tapped.store(false, Ordering::Release);
         }
     }
 
@@ -116,16 +201,9 @@ impl Shared {
         }
     }
 
-    /// Applies one stream message; announces it on `applied` unless
-    /// `announce` is false (a compaction marker is announced once the
-    /// local log is compacted up to it).
-    fn apply(
-        &self,
-        seq: Lsn,
-        subject: &str,
-        payload: &[u8],
-        announce: bool,
-    ) -> Result<(), StoreError> {
+    /// Applies one stream message (announced by the caller, see
+    /// [`Shared::announce`]) and copies it to the tap if one is set.
+    fn apply(&self, seq: Lsn, subject: &str, payload: &Bytes) -> Result<(), StoreError> {
         {
             let mut folded = lock(&self.folded);
             self.store.append_replicated(seq, payload)?;
@@ -140,8 +218,8 @@ impl Shared {
                 }
             }
         }
-        if announce {
-            self.applied.send_replace(seq);
+        if self.tapped.load(Ordering::Acquire) {
+            self.copy_to_tap(seq, payload);
         }
         Ok(())
     }
@@ -188,7 +266,7 @@ pub(crate) async fn run(shared: Arc<Shared>, stream: Stream) {
             }
             Err(MirrorError::Fatal(e)) => {
                 tracing::error!(error = %e, "mirror stopped");
-                *lock(&shared.failure) = Some(e);
+                shared.stop(e);
                 return;
             }
         }
@@ -198,6 +276,10 @@ pub(crate) async fn run(shared: Arc<Shared>, stream: Stream) {
 /// How long the consumer may be quiet before the mirror asks the stream
 /// whether it is behind.
 const STALL_CHECK: Duration = Duration::from_secs(1);
+
+/// Most messages folded between two announcements: those the consumer
+/// already holds, so a waiter is never kept for a message not yet here.
+const FOLD_BATCH: usize = 32;
 
 enum MirrorError {
     Transient(String),
@@ -239,27 +321,170 @@ async fn consume_from(shared: &Shared, stream: &Stream, start: Lsn) -> Result<()
                 }
             }
         };
-        let seq = msg.info().map_err(|e| transient(&e))?.stream_sequence;
-        let applied = shared.store.applied_lsn();
-        if seq <= applied {
-            continue; // redelivered after a consumer reset
-        }
-        let fatal = |e: &dyn std::fmt::Display| {
-            MirrorError::Fatal(format!(
-                "stream {} sequence {seq} (subject {}): {e}",
-                stream.cached_info().config.name,
-                msg.subject
-            ))
+        // Fold what the consumer already holds, then announce once.
+        let mut last = None;
+        let mut next = Some(msg);
+        let mut folded = 0;
+        let mut ended = false;
+        let outcome = loop {
+            let Some(msg) = next.take() else {
+                break Ok(());
+            };
+            if let Err(e) = fold(shared, stream, &msg, &mut last).await {
+                break Err(e);
+            }
+            folded += 1;
+            if folded < FOLD_BATCH {
+                match messages.next().now_or_never() {
+                    Some(Some(Ok(m))) => next = Some(m),
+                    Some(Some(Err(e))) => break Err(transient(&e)),
+                    Some(None) => ended = true,
+                    None => {}
+                }
+            }
         };
-        let marker = is_tag(&msg.payload, tag::STREAM_COMPACTED);
-        shared
-            .apply(seq, msg.subject.as_str(), &msg.payload, !marker)
-            .map_err(|e| fatal(&e))?;
-        if marker {
-            compact_local(shared, seq, &msg.payload)
-                .await
-                .map_err(|e| fatal(&e))?;
-            shared.applied.send_replace(seq);
+        if let Some(seq) = last {
+            shared.announce(seq);
         }
+        outcome?;
+        if ended {
+            return Ok(());
+        }
+    }
+}
+
+/// Folds one message; `last` is the highest sequence folded and not yet
+/// announced. A compaction marker is announced only once the local log is
+/// compacted up to it (what precedes it is announced first).
+async fn fold(
+    shared: &Shared,
+    stream: &Stream,
+    msg: &async_nats::jetstream::Message,
+    last: &mut Option<Lsn>,
+) -> Result<(), MirrorError> {
+    let seq = msg
+        .info()
+        .map_err(|e| MirrorError::Transient(e.to_string()))?
+        .stream_sequence;
+    if seq <= shared.store.applied_lsn() {
+        return Ok(()); // redelivered after a consumer reset
+    }
+    let fatal = |e: &dyn std::fmt::Display| {
+        MirrorError::Fatal(format!(
+            "stream {} sequence {seq} (subject {}): {e}",
+            stream.cached_info().config.name,
+            msg.subject
+        ))
+    };
+    let marker = is_tag(&msg.payload, tag::STREAM_COMPACTED);
+    if marker {
+        if let Some(before) = last.take() {
+            shared.announce(before);
+        }
+    }
+    shared
+        .apply(seq, msg.subject.as_str(), &msg.payload)
+        .map_err(|e| fatal(&e))?;
+    if marker {
+        compact_local(shared, seq, &msg.payload)
+            .await
+            .map_err(|e| fatal(&e))?;
+        shared.announce(seq);
+    } else {
+        *last = Some(seq);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreOptions;
+
+    fn shared(dir: &std::path::Path) -> Arc<Shared> {
+        let store = Store::open(dir, StoreOptions::short_lived()).unwrap();
+        Arc::new(Shared::new(Arc::new(store), FleetSubjects::new("t").unwrap()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_waiter_is_woken_by_its_own_sequence_and_by_a_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = shared(dir.path());
+        let long = Duration::from_secs(30);
+        let waiter = tokio::spawn({
+            let s = s.clone();
+            async move { s.wait_applied(3, long).await }
+        });
+        // Registered (the task ran up to its wait), then a lower sequence
+        // wakes nothing: it stays registered.
+        let registered = async {
+            while lock(&s.waiters).is_empty() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(long, registered).await.unwrap();
+        s.announce(2);
+        assert_eq!(lock(&s.waiters).len(), 1);
+        assert!(!waiter.is_finished());
+        s.announce(3);
+        waiter.await.unwrap().unwrap();
+        assert!(lock(&s.waiters).is_empty());
+        // Already folded: no wait at all. Never folded: lagging, named.
+        s.wait_applied(2, long).await.unwrap();
+        let e = s.wait_applied(9, Duration::from_millis(1)).await;
+        assert!(
+            matches!(
+                e,
+                Err(ClusterError::Lagging {
+                    seq: 9,
+                    applied: 3,
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        // The one that gave up is dropped by the next announcement.
+        s.announce(4);
+        assert!(lock(&s.waiters).is_empty());
+        // A stop wakes a waiter with the reason, and refuses new ones.
+        let waiter = tokio::spawn({
+            let s = s.clone();
+            async move { s.wait_applied(10, long).await }
+        });
+        let registered = async {
+            while lock(&s.waiters).is_empty() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(long, registered).await.unwrap();
+        s.stop("record 5 cannot be applied".into());
+        let e = waiter.await.unwrap().unwrap_err().to_string();
+        assert!(e.contains("record 5 cannot be applied"), "{e}");
+        let e = s.wait_applied(10, long).await.unwrap_err().to_string();
+        assert!(e.contains("record 5 cannot be applied"), "{e}");
+    }
+
+    #[test]
+    fn the_tap_gets_each_record_until_its_reader_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = shared(dir.path());
+        // No reader: nothing is kept.
+        s.copy_to_tap(1, &Bytes::from_static(b"a"));
+        let mut rx = s.tap();
+        s.copy_to_tap(2, &Bytes::from_static(b"b"));
+        s.copy_to_tap(3, &Bytes::from_static(b"c"));
+        assert_eq!(rx.try_recv().unwrap(), (2, Bytes::from_static(b"b")));
+        assert_eq!(rx.try_recv().unwrap(), (3, Bytes::from_static(b"c")));
+        assert!(rx.try_recv().is_err());
+        drop(rx);
+        s.copy_to_tap(4, &Bytes::from_static(b"d"));
+        assert!(!s.tapped.load(Ordering::Acquire) && lock(&s.tap).is_none());
+        // A stopped mirror ends its tap.
+        let mut rx = s.tap();
+        s.stop("gone".into());
+        assert!(matches!(
+            rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
     }
 }

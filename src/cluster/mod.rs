@@ -13,7 +13,8 @@
 //!   catches up and validates again, so racing commands are decided exactly
 //!   as docs/behaviour.md §3 decides them one after the other;
 //! * a durable command returns after the stream's ack (a quorum stored it)
-//!   and after the local mirror folded it (read-your-writes per host);
+//!   and after the local mirror folded it (read-your-writes per host); the
+//!   time each stage took is summed in [`DurableStages`];
 //! * every durable publish carries a `Nats-Msg-Id` kept across its retries,
 //!   so a publish retried after a lost ack is stored once;
 //! * lazy heartbeats are coalesced per host into one message per few
@@ -29,6 +30,7 @@ mod liveness;
 mod mirror;
 mod requested_sweep;
 mod sink;
+mod stages;
 pub mod subjects;
 mod sweep;
 
@@ -36,6 +38,8 @@ pub use compact::{StreamCompaction, MARKER_HEADROOM};
 pub use heartbeats::{BatchLimits, HeartbeatTicket};
 pub use lease::SweepLease;
 pub use liveness::Staleness;
+pub use mirror::Folded;
+pub use stages::DurableStages;
 pub use subjects::FleetSubjects;
 
 use crate::model::Status;
@@ -50,6 +54,7 @@ use crate::time::Timestamp;
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, stream};
+use async_nats::Subject;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -169,6 +174,7 @@ pub struct ClusterNode {
     prober: Option<JoinHandle<()>>,
     boot: u64,
     requests: AtomicU64,
+    stages: stages::StageClock,
     /// The runtime the node runs on: blocking callers ([`crate::store::CommandSink`])
     /// wait on it.
     runtime: tokio::runtime::Handle,
@@ -230,7 +236,7 @@ impl ClusterNode {
             heartbeats.clone(),
             shared.clone(),
             js.clone(),
-            batch_subject,
+            Subject::from(batch_subject),
             opts.deadline,
         ));
         let boot = Timestamp::now().as_millis() as u64;
@@ -247,6 +253,7 @@ impl ClusterNode {
             flusher: Some(flusher),
             boot,
             requests: AtomicU64::new(0),
+            stages: stages::StageClock::default(),
             runtime: tokio::runtime::Handle::current(),
         })
     }
@@ -295,6 +302,18 @@ impl ClusterNode {
         *self.shared.applied.borrow()
     }
 
+    /// Every record the local mirror folds from now on, in stream order
+    /// (one follower at a time; a dropped receiver ends it). Unbounded: the
+    /// mirror never waits for the reader, so read it promptly.
+    pub fn follow_folded(&self) -> tokio::sync::mpsc::UnboundedReceiver<Folded> {
+        self.shared.tap()
+    }
+
+    /// Where this host's durable commands spent their time so far.
+    pub fn durable_stages(&self) -> DurableStages {
+        self.stages.snapshot()
+    }
+
     /// The stream's last sequence, asked of the cluster.
     pub async fn stream_last_sequence(&self) -> ClusterResult<Lsn> {
         let mut s = self.stream.clone();
@@ -329,6 +348,17 @@ impl ClusterNode {
         subject: &str,
         msg: PublishMessage,
     ) -> Result<jetstream::publish::PublishAck, PublishError> {
+        let subject = Subject::from(subject);
+        publish_retried(&self.js, &subject, || msg.clone(), self.opts.deadline).await
+    }
+
+    /// [`ClusterNode::publish_acked`] of the message `msg` builds (the hot
+    /// path: a retry builds it again instead of every attempt cloning it).
+    async fn publish_built(
+        &self,
+        subject: &Subject,
+        msg: impl Fn() -> PublishMessage,
+    ) -> Result<jetstream::publish::PublishAck, PublishError> {
         publish_retried(&self.js, subject, msg, self.opts.deadline).await
     }
 
@@ -352,6 +382,7 @@ impl ClusterNode {
         let mut done = Vec::new();
         let mut lost_on = String::new();
         for _ in 0..self.opts.conflict_rounds.max(1) {
+            let validating = Instant::now();
             let planned = self.shared.with_folded(|folded| {
                 let events = self.shared.store.with_state(|s, _| check(s))?;
                 Ok::<_, StoreError>(
@@ -361,13 +392,15 @@ impl ClusterNode {
                             sweep::stamp_host(&mut e, &self.opts.host_id);
                             let subject = self.shared.subjects.of(&e.kind);
                             let expect = folded.get(&subject).copied().unwrap_or(0);
-                            (subject, expect, e)
+                            (Subject::from(subject), expect, e)
                         })
                         .collect::<Vec<_>>(),
                 )
             })?;
+            let sending = Instant::now();
+            self.stages.validated(sending - validating);
             let mut lost = false;
-            let mut stored_on: Vec<(String, Lsn)> = Vec::new();
+            let mut stored_on: Vec<(Subject, Lsn)> = Vec::new();
             for (subject, expect, event) in planned {
                 let expect = stored_on
                     .iter()
@@ -378,18 +411,21 @@ impl ClusterNode {
                 if let Some(o) = origin {
                     codec::push_origin(&mut payload, o);
                 }
+                let payload = bytes::Bytes::from(payload);
                 let msg_id = self.next_msg_id();
-                let msg = PublishMessage::build()
-                    .payload(payload.into())
-                    .message_id(msg_id)
-                    .expected_last_subject_sequence(expect);
-                match self.publish_acked(&subject, msg).await {
+                let msg = || {
+                    PublishMessage::build()
+                        .payload(payload.clone())
+                        .message_id(msg_id.as_str())
+                        .expected_last_subject_sequence(expect)
+                };
+                match self.publish_built(&subject, msg).await {
                     Ok(ack) => {
                         done.push((ack.sequence, event));
                         stored_on.push((subject, ack.sequence));
                     }
                     Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
-                        lost_on = subject;
+                        lost_on = subject.to_string();
                         lost = true;
                         break;
                     }
@@ -398,10 +434,13 @@ impl ClusterNode {
             }
             if !lost {
                 if let Some(&(last, _)) = done.last() {
+                    let acked = Instant::now();
                     self.wait_applied(last).await?;
+                    self.stages.done(acked - sending, acked.elapsed());
                 }
                 return Ok(done);
             }
+            self.stages.conflict();
             self.catch_up().await?;
             self.refresh_subject(&lost_on).await?;
         }
@@ -543,12 +582,16 @@ impl ClusterNode {
         if let Some(o) = origin {
             codec::push_origin(&mut payload, o);
         }
-        let subject = self.shared.subjects.agent(agent);
-        let msg = PublishMessage::build()
-            .payload(payload.into())
-            .message_id(self.next_msg_id());
+        let subject = Subject::from(self.shared.subjects.agent(agent));
+        let payload = bytes::Bytes::from(payload);
+        let msg_id = self.next_msg_id();
+        let msg = || {
+            PublishMessage::build()
+                .payload(payload.clone())
+                .message_id(msg_id.as_str())
+        };
         let ack = self
-            .publish_acked(&subject, msg)
+            .publish_built(&subject, msg)
             .await
             .map_err(|e| nats_err(format!("publish heartbeat on {subject}"), e))?;
         self.wait_applied(ack.sequence).await?;
@@ -707,19 +750,20 @@ impl ClusterNode {
     }
 }
 
-/// Publishes and waits for the stream's ack, retrying through leader
-/// changes and reconnects (same message id, so stored once) until
-/// `deadline`. "Wrong last sequence" is returned at once.
+/// Publishes the message `msg` builds and waits for the stream's ack,
+/// retrying through leader changes and reconnects (each attempt built
+/// alike: same message id, so stored once) until `deadline`. "Wrong last
+/// sequence" is returned at once.
 async fn publish_retried(
     js: &jetstream::Context,
-    subject: &str,
-    msg: PublishMessage,
+    subject: &Subject,
+    msg: impl Fn() -> PublishMessage,
     deadline: Duration,
 ) -> Result<jetstream::publish::PublishAck, PublishError> {
     let started = Instant::now();
     let mut backoff = Duration::from_millis(20);
     loop {
-        let attempt = match js.send_publish(subject.to_string(), msg.clone()).await {
+        let attempt = match js.send_publish(subject.clone(), msg()).await {
             Ok(ack) => ack.await,
             Err(e) => Err(e),
         };
@@ -737,7 +781,7 @@ async fn publish_retried(
                 if !retry || started.elapsed() >= deadline {
                     return Err(e);
                 }
-                tracing::debug!(subject, error = %e, "publish retried");
+                tracing::debug!(subject = subject.as_str(), error = %e, "publish retried");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }

@@ -80,7 +80,29 @@ fn bench_cluster_measures_nats_and_etcd_doing_the_same_work() {
         // One writer per host for visibility, 4 for the other phases.
         assert_eq!(num(&doc, &format!("/{system}/visibility/workers")), 3.0);
         assert_eq!(num(&doc, &format!("/{system}/durable/workers")), 12.0);
+        // The CPU of each side's servers and hosts, per operation.
+        let cpu = format!("/{system}/durable/cpu");
+        let used = num(&doc, &format!("{cpu}/servers_s")) + num(&doc, &format!("{cpu}/hosts_s"));
+        let per_op = num(&doc, &format!("{cpu}/per_op_us"));
+        let ops = num(&doc, &format!("/{system}/durable/ops"));
+        assert!(
+            used > 0.0 && (per_op - used * 1e6 / ops).abs() < 1e-6 * per_op,
+            "{cpu}: {doc}"
+        );
     }
+    // Where the durable commands' time went: every acknowledged command,
+    // each stage measured; etcd has none.
+    assert_eq!(
+        num(&doc, "/nats/durable/stages/commands"),
+        num(&doc, "/nats/durable/ops")
+    );
+    for stage in ["validate_us", "publish_to_ack_us", "ack_to_fold_us"] {
+        assert!(
+            num(&doc, &format!("/nats/durable/stages/{stage}")) > 0.0,
+            "{stage}: {doc}"
+        );
+    }
+    assert!(doc["etcd"]["durable"]["stages"].is_null(), "{doc}");
     assert_eq!(
         num(&doc, "/nats/heartbeats/lost"),
         0.0,
