@@ -28,6 +28,7 @@ mod heartbeats;
 mod lease;
 mod liveness;
 mod mirror;
+mod publish;
 mod requested_sweep;
 mod sink;
 mod stages;
@@ -40,6 +41,8 @@ pub use lease::SweepLease;
 pub use liveness::Staleness;
 pub use mirror::Folded;
 pub use stages::DurableStages;
+
+use publish::publish_retried;
 pub use subjects::FleetSubjects;
 
 use crate::model::Status;
@@ -746,45 +749,6 @@ impl ClusterNode {
             Err(_) => Err(ClusterError::Mirror(
                 "local store still shared at close".into(),
             )),
-        }
-    }
-}
-
-/// Publishes the message `msg` builds and waits for the stream's ack,
-/// retrying through leader changes and reconnects (each attempt built
-/// alike: same message id, so stored once) until `deadline`. "Wrong last
-/// sequence" is returned at once.
-async fn publish_retried(
-    js: &jetstream::Context,
-    subject: &Subject,
-    msg: impl Fn() -> PublishMessage,
-    deadline: Duration,
-) -> Result<jetstream::publish::PublishAck, PublishError> {
-    let started = Instant::now();
-    let mut backoff = Duration::from_millis(20);
-    loop {
-        let attempt = match js.send_publish(subject.clone(), msg()).await {
-            Ok(ack) => ack.await,
-            Err(e) => Err(e),
-        };
-        match attempt {
-            Ok(ack) => return Ok(ack),
-            Err(e) => {
-                let retry = matches!(
-                    e.kind(),
-                    PublishErrorKind::TimedOut
-                        | PublishErrorKind::BrokenPipe
-                        | PublishErrorKind::StreamNotFound
-                        | PublishErrorKind::MaxAckPending
-                        | PublishErrorKind::Other
-                );
-                if !retry || started.elapsed() >= deadline {
-                    return Err(e);
-                }
-                tracing::debug!(subject = subject.as_str(), error = %e, "publish retried");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(500));
-            }
         }
     }
 }
