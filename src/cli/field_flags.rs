@@ -77,7 +77,7 @@ impl FieldFlags<Update> {
 
 fn flag_arg(name: &'static str, kind: FieldKind, flag: Flag) -> Arg {
     let parser: ValueParser = match kind {
-        FieldKind::Text | FieldKind::Str => value_parser!(String).into(),
+        FieldKind::Text | FieldKind::Str => value_parser!(String),
         FieldKind::U32 => value_parser!(u32).into(),
         FieldKind::U64 => value_parser!(u64).into(),
         FieldKind::HostMode => value_parser!(HostMode).into(),

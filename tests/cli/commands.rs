@@ -544,18 +544,7 @@ fn every_field_flag_reaches_the_row_and_survives_export_and_import() {
             FieldKind::Time => format!("2026-11-30T11:00:{i:02}Z"),
         }
     }
-    let env = Env::new();
-    env.ok(&["init"]);
-    env.ok(&[
-        "register",
-        "boss",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/",
-        "--at",
-        T0,
-    ]);
+    let env = Env::with_agent("boss", "/", T0);
     let mut expected = Vec::new();
     let mut register: Vec<String> = ["register", "a1", "--provider", "codex", "--cwd", "/w"]
         .map(String::from)

@@ -72,13 +72,19 @@ fn every_exported_field_survives_export_import_export() {
     );
 }
 
+/// A registry holding the agent `name`, registered at LSN 1.
+fn registered(name: &str) -> State {
+    let mut s = State::default();
+    let event = s
+        .check_register(Registration::new(name, "claude", "/"), T0)
+        .unwrap();
+    s.apply(1, &event);
+    s
+}
+
 #[test]
 fn a_registration_sets_every_registration_field_in_the_row() {
-    let mut s = State::default();
-    let boss = s
-        .check_register(Registration::new("boss", "claude", "/"), T0)
-        .unwrap();
-    s.apply(1, &boss);
+    let mut s = registered("boss");
     let mut reg = Registration::new("agent-1", "claude", "/w");
     let mut set = Vec::new();
     for (i, f) in AGENT_FIELDS.iter().enumerate() {
@@ -103,11 +109,7 @@ fn a_registration_sets_every_registration_field_in_the_row() {
 
 #[test]
 fn an_update_changes_each_of_its_fields_in_the_row() {
-    let mut s = State::default();
-    let reg = s
-        .check_register(Registration::new("agent-1", "claude", "/w"), T0)
-        .unwrap();
-    s.apply(1, &reg);
+    let mut s = registered("agent-1");
     for (i, u) in FieldUpdates::FIELDS.iter().enumerate() {
         let v = value(i, u.kind);
         let mut updates = FieldUpdates::default();

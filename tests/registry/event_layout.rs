@@ -47,9 +47,9 @@ fn header(tag: u8) -> Vec<u8> {
     b
 }
 
-#[test]
-fn agent_registered_body_is_the_documented_order() {
-    let mut r = Registration::new("a1", "claude", "/w");
+/// A registration with every field set, each to its own value.
+fn full_registration(provider: &str) -> Registration {
+    let mut r = Registration::new("a1", provider, "/w");
     r.role = Some("role".into());
     r.agent_type = Some("type".into());
     r.parent = Some("boss".into());
@@ -67,6 +67,12 @@ fn agent_registered_body_is_the_documented_order() {
     r.project_root = "/p".into();
     r.messaging_socket_path = Some("sock".into());
     r.cc_session_id = Some("cc".into());
+    r
+}
+
+#[test]
+fn agent_registered_body_is_the_documented_order() {
+    let r = full_registration("claude");
     let event = Event {
         at: AT,
         kind: EventKind::AgentRegistered {
@@ -144,30 +150,14 @@ fn fields_updated_body_is_the_documented_order() {
 #[test]
 fn agent_imported_body_is_the_documented_order() {
     let mut a = Agent::new("a1", "codex", "/w", Timestamp(1_000));
-    a.role = Some("role".into());
-    a.agent_type = Some("type".into());
-    a.parent = Some("boss".into());
-    a.durable_identity = Some("durable".into());
+    a.set_registered_fields(&full_registration("codex"));
     a.status = Status::Busy;
     a.status_message = Some("msg".into());
     a.status_cause = StatusCause::Import;
     a.registered_at = Timestamp(2_000);
     a.last_active = Timestamp(3_000);
     a.life = 3;
-    a.pid = Some(4242);
-    a.pid_start_time = Some(70_000);
-    a.host_mode = Some(HostMode::Interactive);
-    a.log_path = Some("log".into());
-    a.claude_short_id = Some("cshort".into());
-    a.codex_session_id = Some("codex".into());
-    a.gemini_session_id = Some("gemini".into());
-    a.claude_session_uuid = Some("uuid".into());
-    a.mcp_channel_id = Some("mcp".into());
     a.last_message_at = Some(Timestamp(4_000));
-    a.short_id = "short".into();
-    a.project_root = "/p".into();
-    a.messaging_socket_path = Some("sock".into());
-    a.cc_session_id = Some("cc".into());
     a.last_reconciled_at = Some(Timestamp(5_000));
     a.extra = vec![("spawned_by_cwd".into(), "\"/x\"".into())];
     // Registry-only fields are not part of the body.
