@@ -454,7 +454,9 @@ macro_rules! field_updates {
 // The first list: the row's descriptive fields in row (and bincode) order.
 // `.v4(..)` says how the export writes a field (default: not exported),
 // `.register(..)` gives its `register` flag, `.hidden()` keeps it out of the
-// JSON view, `.label(..)` names it in validation errors.
+// JSON view (durable_identity, messaging_socket_path and cc_session_id were
+// never in it: the view is also the daemon's `get` reply), `.label(..)`
+// names it in validation errors. A new flag takes the next free `order`.
 agent_fields! {
     required {
         /// Subject agent (first field: the history prefilter relies on it).
@@ -525,6 +527,31 @@ mod tests {
             let f = field(u.name).unwrap_or_else(|| panic!("{} is not in AGENT_FIELDS", u.name));
             assert_eq!(f.kind, u.kind, "{}", u.name);
         }
+    }
+
+    #[test]
+    fn update_offers_every_updatable_field_but_two_and_flags_keep_distinct_places() {
+        // `update` never had flags for these two (library and import only);
+        // adding one is a deliberate change of `update --help`.
+        let without: Vec<&str> = FieldUpdates::FIELDS
+            .iter()
+            .filter(|f| f.flag.is_none())
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(without, ["cc_session_id", "messaging_socket_path"]);
+        let mut update: Vec<usize> = FieldUpdates::FIELDS
+            .iter()
+            .filter_map(|f| Some(f.flag?.order))
+            .collect();
+        update.sort_unstable();
+        assert_eq!(update, (0..update.len()).collect::<Vec<_>>());
+        // `register`'s come after `--provider` (0) and `--cwd` (1).
+        let mut register: Vec<usize> = AGENT_FIELDS
+            .iter()
+            .filter_map(|f| Some(f.register?.order))
+            .collect();
+        register.sort_unstable();
+        assert_eq!(register, (2..2 + register.len()).collect::<Vec<_>>());
     }
 
     #[test]
