@@ -10,6 +10,9 @@
 //!   mode. `extra` keys from imports are never written.
 //! - Rendering is hand-written JSON into one `Vec` (no per-row allocation):
 //!   it runs on every snapshot, and must stay within 2× of `serde_json`.
+//!   The keys are `check::ROW_KEYS` in order; each descriptive key is written
+//!   by the field table (`model::fields`), which says whether it is `null`
+//!   or left out when empty, so no field is spelled out here.
 //! - Publishing takes `<registry.json>.lock` then `<dir>/locks/_registry.lock`
 //!   (always that order, each wait bounded), then publishes through
 //!   `files::publish_atomic` (unpredictable `O_EXCL` temp name, fsync, rename,
@@ -18,7 +21,9 @@
 //!   an error naming it (a link may be planted in a shared folder); a folder
 //!   is refused before any lock file is made.
 
+use crate::check::ROW_KEYS;
 use crate::fslock::{FileLock, LockError, LockMode};
+use crate::model::fields::{field, FieldKind, FieldRef, FieldSpec, V4Key, AGENT_FIELDS};
 use crate::model::{Agent, EXPORTABLE_PROVIDERS};
 use crate::time::Timestamp;
 use std::collections::HashSet;
@@ -98,6 +103,7 @@ pub fn render_v4<'a>(
     let mut report = ExportReport::default();
     let mut seen: HashSet<&'a str> = HashSet::with_capacity(agents.size_hint().0);
     let mut scratch = String::with_capacity(24);
+    let columns = columns();
 
     buf.extend_from_slice(b"{\n  \"schema_version\": 4,\n  \"agents\": [");
     for agent in agents {
@@ -117,7 +123,7 @@ pub fn render_v4<'a>(
         }
         seen.insert(agent.name.as_str());
         buf.extend_from_slice(if report.rows == 0 { b"\n" } else { b",\n" });
-        write_row(&mut buf, agent, &mut scratch);
+        write_row(&mut buf, agent, &columns, &mut scratch);
         report.rows += 1;
     }
     buf.extend_from_slice(if report.rows == 0 {
@@ -151,12 +157,15 @@ fn unrepresentable(agent: &Agent, seen: &HashSet<&str>) -> Option<String> {
     if seen.contains(agent.name.as_str()) {
         return Some("duplicate name (an earlier row already has it)".to_string());
     }
-    let times = [
-        ("created_at", Some(agent.created_at)),
-        ("last_message_at", agent.last_message_at),
-        ("last_reconciled_at", agent.last_reconciled_at),
-    ];
-    for (key, t) in times {
+    let created = std::iter::once(("created_at", Some(agent.created_at)));
+    let exported_times = AGENT_FIELDS
+        .iter()
+        .filter(|f| f.kind == FieldKind::Time && f.v4 != V4Key::None)
+        .map(|f| match f.get(agent) {
+            Some(FieldRef::Time(t)) => (f.name, Some(t)),
+            _ => (f.name, None),
+        });
+    for (key, t) in created.chain(exported_times) {
         if let Some(t) = t.filter(|t| !time_ok(*t)) {
             return Some(format!(
                 "{key} ({} ms since the epoch) is outside years 1..=9999",
@@ -167,89 +176,65 @@ fn unrepresentable(agent: &Agent, seen: &HashSet<&str>) -> Option<String> {
     None
 }
 
-macro_rules! key {
-    ($name:literal) => {
-        concat!(",\n      \"", $name, "\": ").as_bytes()
-    };
+/// One key of an exported row: a row field, or a descriptive field from
+/// the field table.
+#[derive(Clone, Copy)]
+enum Column {
+    CreatedAt,
+    Status,
+    Field(&'static FieldSpec),
 }
 
-fn write_row(buf: &mut Vec<u8>, a: &Agent, scratch: &mut String) {
-    buf.extend_from_slice(b"    {\n      \"name\": ");
-    push_str(buf, &a.name);
-    buf.extend_from_slice(key!("provider"));
-    push_str(buf, &a.provider);
-    buf.extend_from_slice(key!("cwd"));
-    push_str(buf, &a.cwd);
-    buf.extend_from_slice(key!("log_path"));
-    push_opt_str(buf, a.log_path.as_deref());
-    buf.extend_from_slice(key!("claude_short_id"));
-    push_opt_str(buf, a.claude_short_id.as_deref());
-    buf.extend_from_slice(key!("codex_session_id"));
-    push_opt_str(buf, a.codex_session_id.as_deref());
-    buf.extend_from_slice(key!("gemini_session_id"));
-    push_opt_str(buf, a.gemini_session_id.as_deref());
-    buf.extend_from_slice(key!("created_at"));
-    push_time(buf, a.created_at, scratch);
-    buf.extend_from_slice(key!("status"));
-    buf.push(b'"');
-    buf.extend_from_slice(a.status.as_str().as_bytes());
-    buf.push(b'"');
-    buf.extend_from_slice(key!("last_message_at"));
-    match a.last_message_at {
-        Some(t) => push_time(buf, t, scratch),
-        None => buf.extend_from_slice(b"null"),
-    }
-    buf.extend_from_slice(key!("mcp_channel_id"));
-    push_opt_str(buf, a.mcp_channel_id.as_deref());
-    if let Some(mode) = a.host_mode {
-        buf.extend_from_slice(key!("host_mode"));
-        buf.push(b'"');
-        buf.extend_from_slice(mode.as_str().as_bytes());
-        buf.push(b'"');
-    }
-    buf.extend_from_slice(key!("claude_session_uuid"));
-    push_opt_str(buf, a.claude_session_uuid.as_deref());
-    if !a.short_id.is_empty() {
-        buf.extend_from_slice(key!("short_id"));
-        push_str(buf, &a.short_id);
-    }
-    if !a.project_root.is_empty() {
-        buf.extend_from_slice(key!("project_root"));
-        push_str(buf, &a.project_root);
-    }
-    if let Some(s) = non_empty(a.messaging_socket_path.as_deref()) {
-        buf.extend_from_slice(key!("messaging_socket_path"));
-        push_str(buf, s);
-    }
-    if let Some(s) = non_empty(a.cc_session_id.as_deref()) {
-        buf.extend_from_slice(key!("cc_session_id"));
-        push_str(buf, s);
-    }
-    if let Some(pid) = a.pid {
-        buf.extend_from_slice(key!("pid"));
-        push_u64(buf, u64::from(pid));
-    }
-    if let Some(start) = a.pid_start_time {
-        buf.extend_from_slice(key!("pid_start_time"));
-        push_u64(buf, start);
-    }
-    if let Some(t) = a.last_reconciled_at {
-        buf.extend_from_slice(key!("last_reconciled_at"));
-        push_time(buf, t, scratch);
+/// The row's keys in the Python writer's order ([`ROW_KEYS`]), each with
+/// what writes it.
+fn columns() -> Vec<(&'static str, Column)> {
+    ROW_KEYS
+        .iter()
+        .filter_map(|&key| match key {
+            "created_at" => Some((key, Column::CreatedAt)),
+            "status" => Some((key, Column::Status)),
+            _ => field(key)
+                .filter(|f| f.v4 != V4Key::None)
+                .map(|f| (key, Column::Field(f))),
+        })
+        .collect()
+}
+
+fn write_row(
+    buf: &mut Vec<u8>,
+    a: &Agent,
+    columns: &[(&'static str, Column)],
+    scratch: &mut String,
+) {
+    buf.extend_from_slice(b"    {");
+    let mut first = true;
+    for &(key, column) in columns {
+        let (rule, value) = match column {
+            Column::CreatedAt => (V4Key::Required, Some(FieldRef::Time(a.created_at))),
+            Column::Status => (V4Key::Required, Some(FieldRef::Text(a.status.as_str()))),
+            Column::Field(f) => (f.v4, f.get(a)),
+        };
+        // `Some("")` counts as empty, like `None`: the readers see no difference.
+        let value = match (rule, value) {
+            (V4Key::Required, v) => v,
+            (_, Some(FieldRef::Text(""))) | (_, None) if rule == V4Key::OmitWhenEmpty => continue,
+            (_, Some(FieldRef::Text(""))) => None,
+            (_, v) => v,
+        };
+        buf.extend_from_slice(if first { b"\n      \"" } else { b",\n      \"" });
+        first = false;
+        buf.extend_from_slice(key.as_bytes());
+        buf.extend_from_slice(b"\": ");
+        match value {
+            None => buf.extend_from_slice(b"null"),
+            Some(FieldRef::Text(s)) => push_str(buf, s),
+            Some(FieldRef::U32(n)) => push_u64(buf, u64::from(n)),
+            Some(FieldRef::U64(n)) => push_u64(buf, n),
+            Some(FieldRef::HostMode(mode)) => push_str(buf, mode.as_str()),
+            Some(FieldRef::Time(t)) => push_time(buf, t, scratch),
+        }
     }
     buf.extend_from_slice(b"\n    }");
-}
-
-/// `Some("")` counts as empty, like `None`: the readers see no difference.
-fn non_empty(s: Option<&str>) -> Option<&str> {
-    s.filter(|s| !s.is_empty())
-}
-
-fn push_opt_str(buf: &mut Vec<u8>, s: Option<&str>) {
-    match non_empty(s) {
-        Some(s) => push_str(buf, s),
-        None => buf.extend_from_slice(b"null"),
-    }
 }
 
 fn push_time(buf: &mut Vec<u8>, t: Timestamp, scratch: &mut String) {

@@ -9,10 +9,13 @@
 //! `spawned_by_harness` and `spawned_by_cwd` go to `Agent::extra` (never
 //! exported), `session_id` (a derived value both readers tolerate) is dropped,
 //! and any other key is an error. Empty optional text (`""` or `null`) becomes
-//! `None`, which the export writes back as the existing writers do.
+//! `None`, which the export writes back as the existing writers do. The
+//! optional keys are read through the field table (`model::fields`): each
+//! is parsed by its field's kind.
 
 use crate::check::ROW_KEYS as KNOWN_KEYS;
 use crate::fslock::{FileLock, LockError, LockMode};
+use crate::model::fields::{FieldKind, FieldSpec, FieldValue, V4Key, AGENT_FIELDS};
 use crate::model::{Agent, HostMode, Status, StatusCause, UnknownWord, EXPORTABLE_PROVIDERS};
 use crate::registry::{Event, EventKind};
 use crate::time::{TimeParseError, Timestamp};
@@ -317,45 +320,12 @@ fn parse_row(obj: &Map<String, Value>, version: u32) -> Result<Agent, RowProblem
     let mut agent = Agent::new(name, provider, cwd, created_at);
     agent.status = status;
     agent.status_cause = StatusCause::Import;
-    agent.log_path = opt_text(obj, "log_path")?;
-    agent.claude_short_id = opt_text(obj, "claude_short_id")?;
-    agent.codex_session_id = opt_text(obj, "codex_session_id")?;
-    agent.gemini_session_id = opt_text(obj, "gemini_session_id")?;
-    agent.claude_session_uuid = opt_text(obj, "claude_session_uuid")?;
-    agent.mcp_channel_id = opt_text(obj, "mcp_channel_id")?;
-    agent.messaging_socket_path = opt_text(obj, "messaging_socket_path")?;
-    agent.cc_session_id = opt_text(obj, "cc_session_id")?;
-    agent.last_message_at = opt_time(obj, "last_message_at")?;
-    agent.last_reconciled_at = opt_time(obj, "last_reconciled_at")?;
-    agent.host_mode = match obj.get("host_mode") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_str()
-                .ok_or_else(|| wrong("host_mode", "\"exec\", \"interactive\" or null", v))?
-                .parse::<HostMode>()
-                .map_err(|source| RowProblem::UnknownWord {
-                    key: "host_mode",
-                    source,
-                })?,
-        ),
-    };
-    agent.short_id = text_never_null(obj, "short_id")?;
-    agent.project_root = text_never_null(obj, "project_root")?;
-    agent.pid = match obj.get("pid") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| wrong("pid", "an unsigned 32-bit integer or null", v))?,
-        ),
-    };
-    agent.pid_start_time = match obj.get("pid_start_time") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .ok_or_else(|| wrong("pid_start_time", "an unsigned 64-bit integer or null", v))?,
-        ),
-    };
+    let optional = AGENT_FIELDS
+        .iter()
+        .filter(|f| !matches!(f.v4, V4Key::None | V4Key::Required));
+    for f in optional {
+        f.set(&mut agent, opt_value(obj, f)?);
+    }
     agent.extra = extra;
     Ok(agent)
 }
@@ -387,12 +357,43 @@ fn opt_str<'a>(
     }
 }
 
-fn opt_text(obj: &Map<String, Value>, key: &'static str) -> Result<Option<String>, RowProblem> {
-    Ok(opt_str(obj, key)?.map(str::to_string))
-}
-
-fn opt_time(obj: &Map<String, Value>, key: &'static str) -> Result<Option<Timestamp>, RowProblem> {
-    opt_str(obj, key)?.map(|s| parse_time(key, s)).transpose()
+/// An optional schema-v4 key as its field's value: absent, `null` and `""`
+/// are unset, except for the never-null text keys.
+fn opt_value(obj: &Map<String, Value>, f: &FieldSpec) -> Result<Option<FieldValue>, RowProblem> {
+    let key = f.name;
+    Ok(match f.kind {
+        FieldKind::Text => opt_str(obj, key)?.map(|s| FieldValue::Text(s.to_string())),
+        FieldKind::Time => match opt_str(obj, key)? {
+            Some(s) => Some(FieldValue::Time(parse_time(key, s)?)),
+            None => None,
+        },
+        FieldKind::Str => Some(FieldValue::Text(text_never_null(obj, key)?)),
+        FieldKind::HostMode => match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(FieldValue::HostMode(
+                v.as_str()
+                    .ok_or_else(|| wrong(key, "\"exec\", \"interactive\" or null", v))?
+                    .parse::<HostMode>()
+                    .map_err(|source| RowProblem::UnknownWord { key, source })?,
+            )),
+        },
+        FieldKind::U32 => match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(FieldValue::U32(
+                v.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| wrong(key, "an unsigned 32-bit integer or null", v))?,
+            )),
+        },
+        FieldKind::U64 => match obj.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                Some(FieldValue::U64(v.as_u64().ok_or_else(|| {
+                    wrong(key, "an unsigned 64-bit integer or null", v)
+                })?))
+            }
+        },
+    })
 }
 
 fn parse_time(key: &'static str, s: &str) -> Result<Timestamp, RowProblem> {

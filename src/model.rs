@@ -6,7 +6,6 @@
 //! schema-v4 ones (lowercase snake case) and are part of the on-disk contract:
 //! never rename a variant's text form.
 
-use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -134,75 +133,9 @@ impl Default for Privacy {
 /// any provider text; the export leaves out rows whose provider is not here.
 pub const EXPORTABLE_PROVIDERS: [&str; 3] = ["claude", "codex", "gemini"];
 
-/// One agent as the fold keeps it: every schema-v4 row field plus what the
-/// registry itself needs. Optional text fields are `None` when empty.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Agent {
-    pub name: String,
-    pub provider: String,
-    pub cwd: String,
-    pub role: Option<String>,
-    pub agent_type: Option<String>,
-    /// Parent agent's name, for child agents.
-    pub parent: Option<String>,
-    pub durable_identity: Option<String>,
+pub mod fields;
 
-    pub status: Status,
-    pub status_message: Option<String>,
-    pub status_cause: StatusCause,
-
-    /// First registration of the current life (schema-v4 `created_at`).
-    pub created_at: Timestamp,
-    /// Latest registration or renewal (the broadcast floor is relative to it).
-    pub registered_at: Timestamp,
-    /// Latest registration, heartbeat or status change.
-    pub last_active: Timestamp,
-    /// 1 for the first life of this name, +1 for each re-registration after
-    /// the name's holder finished.
-    pub life: u32,
-
-    pub pid: Option<u32>,
-    pub pid_start_time: Option<u64>,
-    pub host_mode: Option<HostMode>,
-    pub log_path: Option<String>,
-    pub claude_short_id: Option<String>,
-    pub codex_session_id: Option<String>,
-    pub gemini_session_id: Option<String>,
-    pub claude_session_uuid: Option<String>,
-    pub mcp_channel_id: Option<String>,
-    pub last_message_at: Option<Timestamp>,
-    /// Schema-v4 `short_id`: a string, empty when unset.
-    pub short_id: String,
-    /// Schema-v4 `project_root`: a string, empty when unset.
-    pub project_root: String,
-    pub messaging_socket_path: Option<String>,
-    pub cc_session_id: Option<String>,
-    pub last_reconciled_at: Option<Timestamp>,
-    /// Keys newer v4 writers add (`spawned_by_session`, …) kept from an import
-    /// as (key, JSON text) pairs; never exported.
-    pub extra: Vec<(String, String)>,
-
-    // Registry-only fields below: no schema-v4 row has them, so they are never
-    // exported. They are left out of the row's own serde form on purpose (the
-    // `AgentImported` event body is that form, and its layout is frozen so old
-    // logs still read); `AgentMap` persists them beside the rows in snapshots.
-    /// A name for people (`update --display-name`); `name` stays the key.
-    #[serde(skip)]
-    pub display_name: Option<String>,
-    /// The client (editor, IDE) the agent is attached through, when it
-    /// registered through a transport such as an MCP server.
-    #[serde(skip)]
-    pub transport_client: Option<TransportClient>,
-    /// LSN of the last event that changed this row (registration, heartbeat,
-    /// status, fields, display name, transport, import); 0 = none yet.
-    #[serde(skip)]
-    pub last_event_lsn: u64,
-    /// The host id of the replica its latest registration was made on
-    /// (`None` on a local store): only that host's process probe judges
-    /// its pid (docs/scaling.md §7).
-    #[serde(skip)]
-    pub host: Option<String>,
-}
+pub use fields::Agent;
 
 /// The client an agent's transport serves, `NAME[/VERSION]` (e.g.
 /// `cursor/1.2.3`).
@@ -239,46 +172,6 @@ impl fmt::Display for TransportClient {
 }
 
 impl Agent {
-    /// A fresh agent row with every optional field empty.
-    pub fn new(name: &str, provider: &str, cwd: &str, at: Timestamp) -> Self {
-        Agent {
-            name: name.to_string(),
-            provider: provider.to_string(),
-            cwd: cwd.to_string(),
-            role: None,
-            agent_type: None,
-            parent: None,
-            durable_identity: None,
-            status: Status::Live,
-            status_message: None,
-            status_cause: StatusCause::Command,
-            created_at: at,
-            registered_at: at,
-            last_active: at,
-            life: 1,
-            pid: None,
-            pid_start_time: None,
-            host_mode: None,
-            log_path: None,
-            claude_short_id: None,
-            codex_session_id: None,
-            gemini_session_id: None,
-            claude_session_uuid: None,
-            mcp_channel_id: None,
-            last_message_at: None,
-            short_id: String::new(),
-            project_root: String::new(),
-            messaging_socket_path: None,
-            cc_session_id: None,
-            last_reconciled_at: None,
-            extra: Vec::new(),
-            display_name: None,
-            transport_client: None,
-            last_event_lsn: 0,
-            host: None,
-        }
-    }
-
     pub fn is_finished(&self) -> bool {
         self.status.is_finished()
     }

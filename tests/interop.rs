@@ -8,6 +8,7 @@
 mod support;
 
 mod interop {
+    mod agent_fields;
     mod check_contract;
     mod export_format;
     mod export_publish;

@@ -7,6 +7,7 @@
 mod support;
 
 mod registry {
+    mod event_layout;
     mod fold_props;
     mod host_sweep;
     mod rules;

@@ -9,6 +9,7 @@ mod bench;
 mod bench_clients;
 mod bench_cluster;
 mod cmd;
+mod field_flags;
 mod open;
 pub mod output;
 mod remote;

@@ -3,6 +3,7 @@
 //! library keeps milliseconds), absent values as `null`. A value only one
 //! command prints is rendered in that command's file.
 
+use agentlog::model::fields::{FieldRef, AGENT_FIELDS};
 use agentlog::model::Agent;
 use agentlog::time::Timestamp;
 use serde_json::{json, Value};
@@ -11,44 +12,36 @@ pub fn time(t: Timestamp) -> Value {
     Value::String(t.to_string())
 }
 
-pub fn opt_time(t: Option<Timestamp>) -> Value {
-    t.map_or(Value::Null, time)
-}
-
 /// Every field of an agent row, for `list --json`, `replay --json`, `show`
-/// and the daemon's `get`.
+/// and the daemon's `get`: the row's own fields, then every descriptive field
+/// the field table shows (keys sort, so the order here does not show).
 pub fn agent(a: &Agent) -> Value {
-    json!({
-        "name": a.name,
-        "provider": a.provider,
-        "cwd": a.cwd,
+    let mut row = json!({
         "status": a.status.as_str(),
         "status_message": a.status_message,
         "status_cause": a.status_cause.as_str(),
-        "role": a.role,
-        "agent_type": a.agent_type,
-        "parent": a.parent,
         "life": a.life,
         "created_at": time(a.created_at),
         "registered_at": time(a.registered_at),
         "last_active": time(a.last_active),
-        "pid": a.pid,
-        "pid_start_time": a.pid_start_time,
-        "host_mode": a.host_mode.map(|h| h.as_str()),
-        "log_path": a.log_path,
-        "project_root": a.project_root,
-        "short_id": a.short_id,
-        "claude_short_id": a.claude_short_id,
-        "codex_session_id": a.codex_session_id,
-        "gemini_session_id": a.gemini_session_id,
-        "claude_session_uuid": a.claude_session_uuid,
-        "mcp_channel_id": a.mcp_channel_id,
-        "last_message_at": opt_time(a.last_message_at),
-        "last_reconciled_at": opt_time(a.last_reconciled_at),
         "display_name": a.display_name,
         "transport_client": a.transport_client.as_ref().map(|c| c.to_string()),
         "last_event_lsn": a.last_event_lsn,
-    })
+    });
+    if let Value::Object(map) = &mut row {
+        for f in AGENT_FIELDS.iter().filter(|f| f.in_view) {
+            let value = match f.get(a) {
+                None => Value::Null,
+                Some(FieldRef::Text(s)) => Value::from(s),
+                Some(FieldRef::U32(n)) => Value::from(n),
+                Some(FieldRef::U64(n)) => Value::from(n),
+                Some(FieldRef::HostMode(h)) => Value::from(h.as_str()),
+                Some(FieldRef::Time(t)) => time(t),
+            };
+            map.insert(f.name.to_string(), value);
+        }
+    }
+    row
 }
 
 /// The registry table's columns.

@@ -227,27 +227,11 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
 
 /// The names of the fields an update sets or clears.
 fn updated_field_names(f: &agentlog::registry::FieldUpdates) -> String {
-    let mut names = Vec::new();
-    macro_rules! field {
-        ($($name:ident),*) => {
-            $(if f.$name.is_some() { names.push(stringify!($name)); })*
-        };
-    }
-    field!(
-        claude_short_id,
-        codex_session_id,
-        gemini_session_id,
-        claude_session_uuid,
-        cc_session_id,
-        mcp_channel_id,
-        host_mode,
-        last_message_at,
-        log_path,
-        pid,
-        pid_start_time,
-        last_reconciled_at,
-        messaging_socket_path
-    );
+    let names: Vec<&str> = agentlog::registry::FieldUpdates::FIELDS
+        .iter()
+        .filter(|spec| spec.is_set(f))
+        .map(|spec| spec.name)
+        .collect();
     if names.is_empty() {
         "nothing".to_string()
     } else {

@@ -16,6 +16,7 @@
 
 use super::commands::{NAME_MAX, TEXT_MAX};
 use super::error::{check_name, check_optional_text, check_text, RegistryError};
+use crate::model::fields::{FieldKind, FieldRef, AGENT_FIELDS};
 use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -33,24 +34,18 @@ pub fn validate_agent(a: &Agent) -> Result<(), RegistryError> {
     if let Some(parent) = &a.parent {
         check_name("parent", parent, NAME_MAX)?;
     }
-    let optional = [
-        ("role", a.role.as_deref()),
-        ("agent type", a.agent_type.as_deref()),
-        ("durable identity", a.durable_identity.as_deref()),
-        ("status message", a.status_message.as_deref()),
-        ("log_path", a.log_path.as_deref()),
-        ("claude_short_id", a.claude_short_id.as_deref()),
-        ("codex_session_id", a.codex_session_id.as_deref()),
-        ("gemini_session_id", a.gemini_session_id.as_deref()),
-        ("claude_session_uuid", a.claude_session_uuid.as_deref()),
-        ("mcp_channel_id", a.mcp_channel_id.as_deref()),
-        ("short_id", Some(a.short_id.as_str())),
-        ("project_root", Some(a.project_root.as_str())),
-        ("messaging_socket_path", a.messaging_socket_path.as_deref()),
-        ("cc_session_id", a.cc_session_id.as_deref()),
-    ];
-    for (field, v) in optional {
-        check_optional_text(field, v, TEXT_MAX)?;
+    check_optional_text("status message", a.status_message.as_deref(), TEXT_MAX)?;
+    // The required three are checked above; `parent` is a name.
+    let optional = AGENT_FIELDS.iter().filter(|f| {
+        matches!(f.kind, FieldKind::Text | FieldKind::Str)
+            && !matches!(f.name, "name" | "provider" | "cwd" | "parent")
+    });
+    for f in optional {
+        let text = match f.get(a) {
+            Some(FieldRef::Text(t)) => Some(t),
+            _ => None,
+        };
+        check_optional_text(f.label, text, TEXT_MAX)?;
     }
     Ok(())
 }

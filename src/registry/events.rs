@@ -8,7 +8,7 @@
 //! the first body field so a history scan can filter records by comparing
 //! bytes before decoding (see `codec.rs`).
 
-use crate::model::{Agent, HostMode, Priority, Privacy, Status, StatusCause, TransportClient};
+use crate::model::{Agent, Priority, Privacy, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -113,84 +113,7 @@ pub enum RegistrationKind {
     NewLife,
 }
 
-/// Every field a registration sets (docs/behaviour.md §2 and the schema-v4 row).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Registration {
-    /// Subject agent (first field: the history prefilter relies on it).
-    pub name: String,
-    pub provider: String,
-    pub cwd: String,
-    pub role: Option<String>,
-    pub agent_type: Option<String>,
-    pub parent: Option<String>,
-    pub durable_identity: Option<String>,
-    pub pid: Option<u32>,
-    pub pid_start_time: Option<u64>,
-    pub host_mode: Option<HostMode>,
-    pub log_path: Option<String>,
-    pub claude_short_id: Option<String>,
-    pub codex_session_id: Option<String>,
-    pub gemini_session_id: Option<String>,
-    pub claude_session_uuid: Option<String>,
-    pub mcp_channel_id: Option<String>,
-    pub short_id: String,
-    pub project_root: String,
-    pub messaging_socket_path: Option<String>,
-    pub cc_session_id: Option<String>,
-}
-
-impl Registration {
-    /// A registration with only the required fields set.
-    pub fn new(name: &str, provider: &str, cwd: &str) -> Self {
-        Registration {
-            name: name.to_string(),
-            provider: provider.to_string(),
-            cwd: cwd.to_string(),
-            role: None,
-            agent_type: None,
-            parent: None,
-            durable_identity: None,
-            pid: None,
-            pid_start_time: None,
-            host_mode: None,
-            log_path: None,
-            claude_short_id: None,
-            codex_session_id: None,
-            gemini_session_id: None,
-            claude_session_uuid: None,
-            mcp_channel_id: None,
-            short_id: String::new(),
-            project_root: String::new(),
-            messaging_socket_path: None,
-            cc_session_id: None,
-        }
-    }
-}
-
-/// Field changes: `None` leaves a field alone, `Some(None)` clears it,
-/// `Some(Some(v))` sets it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FieldUpdates {
-    pub claude_short_id: Option<Option<String>>,
-    pub codex_session_id: Option<Option<String>>,
-    pub gemini_session_id: Option<Option<String>>,
-    pub claude_session_uuid: Option<Option<String>>,
-    pub cc_session_id: Option<Option<String>>,
-    pub mcp_channel_id: Option<Option<String>>,
-    pub host_mode: Option<Option<HostMode>>,
-    pub last_message_at: Option<Option<Timestamp>>,
-    pub log_path: Option<Option<String>>,
-    pub pid: Option<Option<u32>>,
-    pub pid_start_time: Option<Option<u64>>,
-    pub last_reconciled_at: Option<Option<Timestamp>>,
-    pub messaging_socket_path: Option<Option<String>>,
-}
-
-impl FieldUpdates {
-    pub fn is_empty(&self) -> bool {
-        *self == FieldUpdates::default()
-    }
-}
+pub use crate::model::fields::{FieldUpdates, Registration};
 
 /// A posted message as logged. Its id is the LSN of the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,7 +18,7 @@
 use super::agents::AgentMap;
 use super::codec::{self, DecodeError};
 use super::events::{
-    DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn, PostedMessage, Registration,
+    DropReason, DroppedMessage, Event, EventKind, Lsn, PostedMessage, Registration,
     RegistrationKind, SessionKey,
 };
 use crate::model::{Agent, Priority, Privacy, Status, StatusCause};
@@ -225,7 +225,7 @@ impl State {
             EventKind::FieldsUpdated { agent, fields } => {
                 let found = self.agents.update(agent, |a| {
                     a.last_event_lsn = lsn;
-                    apply_fields(a, fields);
+                    fields.apply_to(a);
                 });
                 if !found {
                     self.anomalies += 1;
@@ -437,26 +437,7 @@ impl State {
             }
             _ => Agent::new(&reg.name, &reg.provider, &reg.cwd, at),
         };
-        row.provider.clone_from(&reg.provider);
-        row.cwd.clone_from(&reg.cwd);
-        row.role.clone_from(&reg.role);
-        row.agent_type.clone_from(&reg.agent_type);
-        row.parent.clone_from(&reg.parent);
-        row.durable_identity.clone_from(&reg.durable_identity);
-        row.pid = reg.pid;
-        row.pid_start_time = reg.pid_start_time;
-        row.host_mode = reg.host_mode;
-        row.log_path.clone_from(&reg.log_path);
-        row.claude_short_id.clone_from(&reg.claude_short_id);
-        row.codex_session_id.clone_from(&reg.codex_session_id);
-        row.gemini_session_id.clone_from(&reg.gemini_session_id);
-        row.claude_session_uuid.clone_from(&reg.claude_session_uuid);
-        row.mcp_channel_id.clone_from(&reg.mcp_channel_id);
-        row.short_id.clone_from(&reg.short_id);
-        row.project_root.clone_from(&reg.project_root);
-        row.messaging_socket_path
-            .clone_from(&reg.messaging_socket_path);
-        row.cc_session_id.clone_from(&reg.cc_session_id);
+        row.set_registered_fields(reg);
         row.status = Status::Live;
         row.status_message = None;
         row.status_cause = StatusCause::Command;
@@ -529,25 +510,4 @@ impl State {
     pub(crate) fn prune_sessions(&mut self, now: Timestamp) {
         self.sessions.retain(|_, s| !s.is_timed_out(now));
     }
-}
-
-fn apply_fields(a: &mut Agent, f: &FieldUpdates) {
-    fn set<T: Clone>(dst: &mut Option<T>, v: &Option<Option<T>>) {
-        if let Some(v) = v {
-            dst.clone_from(v);
-        }
-    }
-    set(&mut a.claude_short_id, &f.claude_short_id);
-    set(&mut a.codex_session_id, &f.codex_session_id);
-    set(&mut a.gemini_session_id, &f.gemini_session_id);
-    set(&mut a.claude_session_uuid, &f.claude_session_uuid);
-    set(&mut a.cc_session_id, &f.cc_session_id);
-    set(&mut a.mcp_channel_id, &f.mcp_channel_id);
-    set(&mut a.host_mode, &f.host_mode);
-    set(&mut a.last_message_at, &f.last_message_at);
-    set(&mut a.log_path, &f.log_path);
-    set(&mut a.pid, &f.pid);
-    set(&mut a.pid_start_time, &f.pid_start_time);
-    set(&mut a.last_reconciled_at, &f.last_reconciled_at);
-    set(&mut a.messaging_socket_path, &f.messaging_socket_path);
 }

@@ -528,3 +528,68 @@ fn a_snapshot_older_than_a_compaction_is_not_folded_with_the_compacted_log() {
         r.stderr
     );
 }
+
+/// Every field flag the field table declares is a flag of its command, its
+/// value reaches the row (`show --json`), and the export of that row
+/// imports into another store and exports again to the same bytes.
+#[test]
+fn every_field_flag_reaches_the_row_and_survives_export_and_import() {
+    use agentlog::model::fields::{FieldKind, AGENT_FIELDS};
+    use agentlog::registry::FieldUpdates;
+    fn text(i: usize, kind: FieldKind) -> String {
+        match kind {
+            FieldKind::Text | FieldKind::Str => format!("value-{i}"),
+            FieldKind::U32 | FieldKind::U64 => (4_000 + i).to_string(),
+            FieldKind::HostMode => "interactive".to_string(),
+            FieldKind::Time => format!("2026-11-30T11:00:{i:02}Z"),
+        }
+    }
+    let env = Env::with_agent("boss", "/", T0);
+    let mut expected = Vec::new();
+    let mut register: Vec<String> = ["register", "a1", "--provider", "codex", "--cwd", "/w"]
+        .map(String::from)
+        .to_vec();
+    for (i, f) in AGENT_FIELDS.iter().enumerate() {
+        let Some(_) = f.register else { continue };
+        let v = if f.name == "parent" {
+            "boss".to_string()
+        } else {
+            text(i, f.kind)
+        };
+        register.extend([format!("--{}", f.name.replace('_', "-")), v.clone()]);
+        expected.push((f.name, v));
+    }
+    register.extend(["--at".to_string(), at("12:00:01")]);
+    env.ok(&register.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut update: Vec<String> = vec!["update".into(), "a1".into()];
+    for (i, u) in FieldUpdates::FIELDS.iter().enumerate() {
+        let Some(_) = u.flag else { continue };
+        let v = text(40 + i, u.kind);
+        update.extend([format!("--{}", u.name.replace('_', "-")), v.clone()]);
+        expected.retain(|(name, _)| *name != u.name);
+        expected.push((u.name, v));
+    }
+    update.extend(["--at".to_string(), at("12:00:02")]);
+    env.ok(&update.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(expected.len() >= 15, "{expected:?}");
+
+    let row = env.json(&["show", "a1"]);
+    for (name, v) in &expected {
+        let shown = match &row[*name] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        assert_eq!(&shown, v, "`{name}` in {row}");
+    }
+
+    let first = env.path("first.json");
+    env.ok(&["export", "--out", first.to_str().unwrap()]);
+    let other = Env::new();
+    other.ok(&["init"]);
+    other.ok(&["import", first.to_str().unwrap()]);
+    let second = env.path("second.json");
+    other.ok(&["export", "--out", second.to_str().unwrap()]);
+    let first = std::fs::read_to_string(&first).unwrap();
+    assert!(first.contains("\"mcp_channel_id\": \"value-"), "{first}");
+    assert_eq!(first, std::fs::read_to_string(&second).unwrap());
+}
