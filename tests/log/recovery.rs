@@ -632,3 +632,52 @@ fn a_quick_open_reads_from_any_lsn_by_the_hinted_index() {
     let r = view.iter_from(12_345).next().unwrap().unwrap();
     assert_eq!(r.payload, payload(12_345).as_slice());
 }
+
+/// A read from an LSN steps over the records before it (the caller's base,
+/// a snapshot, holds their effect): their framing and LSN sequence are
+/// checked, their checksums are not, so damage to such a payload does not
+/// stop a one-shot open's fold after its snapshot, while the record itself
+/// is still refused when read. A misframed record (a damaged length) breaks
+/// the sequence and is refused either way.
+#[test]
+fn a_read_from_an_lsn_steps_over_the_records_before_it_without_their_checksums() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    append_range(&log, 1, 300);
+    log.close().unwrap();
+    let seg = main_segments(&dir).pop().unwrap();
+    let clean = fs::read(&seg).unwrap();
+    // Record 50's offset: a 64-byte segment header, then single records of
+    // a 16-byte header and the payload padded to 8 bytes.
+    let at = (1..50).fold(64, |off, lsn| off + ((16 + payload(lsn).len() + 7) & !7));
+    assert_eq!(
+        u64::from_le_bytes(clean[at + 8..at + 16].try_into().unwrap()),
+        50
+    );
+
+    let mut bad_payload = clean.clone();
+    bad_payload[at + 16] ^= 0x01;
+    fs::write(&seg, &bad_payload).unwrap();
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    let lsns: Vec<u64> = log.view().iter_from(60).map(|r| r.unwrap().lsn).collect();
+    assert_eq!(lsns, (60..=300).collect::<Vec<_>>());
+    let err = log
+        .view()
+        .iter_from(50)
+        .find_map(Result::err)
+        .expect("record 50, read, is checked");
+    assert!(err.to_string().contains("checksum mismatch"), "{err}");
+    drop(log);
+
+    let mut bad_length = clean;
+    bad_length[at] ^= 0x08; // its payload 8 bytes longer: the next header is misread
+    fs::write(&seg, &bad_length).unwrap();
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    let err = log
+        .view()
+        .iter_from(60)
+        .find_map(Result::err)
+        .expect("a misframed record before the start is refused");
+    assert!(matches!(err, LogError::Corrupt { .. }), "{err}");
+}
