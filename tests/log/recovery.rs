@@ -570,22 +570,26 @@ fn a_damaged_stale_or_misplaced_tail_hint_is_ignored() {
     assert_eq!((rep.records, log.last_lsn()), (131, Some(131)));
 }
 
+/// A one-segment log of records `1..=n` closed by a short-lived writer
+/// (so it has a tail hint): its temp dir, log folder and segment file.
+fn closed_quick_log(n: u64) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    append_range(&log, 1, n);
+    log.close().unwrap();
+    let seg = main_segments(&dir).pop().unwrap();
+    (tmp, dir, seg)
+}
+
 /// A quick open trusts the records the hint vouches for without reading
 /// them: damage there is found when they are read (naming the LSN expected
 /// there), by `verify`, and by a full open, never folded silently.
 #[test]
 fn damage_below_the_tail_hint_is_found_when_read() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("log");
-    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
-    append_range(&log, 1, 200);
-    log.close().unwrap();
-    let seg = main_segments(&dir).pop().unwrap();
+    let (_tmp, dir, seg) = closed_quick_log(200);
     let mut bytes = fs::read(&seg).unwrap();
-    let off: usize = (1..50u64)
-        .map(|l| rec_size(payload(l).len()))
-        .sum::<usize>()
-        + 64;
+    let off = offset_of(50);
     bytes[off + 8] ^= 0x01; // lsn 50's LSN field
     fs::write(&seg, &bytes).unwrap();
 
@@ -641,16 +645,9 @@ fn a_quick_open_reads_from_any_lsn_by_the_hinted_index() {
 /// the sequence and is refused either way.
 #[test]
 fn a_read_from_an_lsn_steps_over_the_records_before_it_without_their_checksums() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("log");
-    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
-    append_range(&log, 1, 300);
-    log.close().unwrap();
-    let seg = main_segments(&dir).pop().unwrap();
+    let (_tmp, dir, seg) = closed_quick_log(300);
     let clean = fs::read(&seg).unwrap();
-    // Record 50's offset: a 64-byte segment header, then single records of
-    // a 16-byte header and the payload padded to 8 bytes.
-    let at = (1..50).fold(64, |off, lsn| off + ((16 + payload(lsn).len() + 7) & !7));
+    let at = offset_of(50);
     assert_eq!(
         u64::from_le_bytes(clean[at + 8..at + 16].try_into().unwrap()),
         50
@@ -660,13 +657,10 @@ fn a_read_from_an_lsn_steps_over_the_records_before_it_without_their_checksums()
     bad_payload[at + 16] ^= 0x01;
     fs::write(&seg, &bad_payload).unwrap();
     let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    let first_error = |log: &Log, from| log.view().iter_from(from).find_map(Result::err);
     let lsns: Vec<u64> = log.view().iter_from(60).map(|r| r.unwrap().lsn).collect();
     assert_eq!(lsns, (60..=300).collect::<Vec<_>>());
-    let err = log
-        .view()
-        .iter_from(50)
-        .find_map(Result::err)
-        .expect("record 50, read, is checked");
+    let err = first_error(&log, 50).expect("record 50, read, is checked");
     assert!(err.to_string().contains("checksum mismatch"), "{err}");
     drop(log);
 
@@ -674,10 +668,6 @@ fn a_read_from_an_lsn_steps_over_the_records_before_it_without_their_checksums()
     bad_length[at] ^= 0x08; // its payload 8 bytes longer: the next header is misread
     fs::write(&seg, &bad_length).unwrap();
     let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
-    let err = log
-        .view()
-        .iter_from(60)
-        .find_map(Result::err)
-        .expect("a misframed record before the start is refused");
+    let err = first_error(&log, 60).expect("a misframed record before the start is refused");
     assert!(matches!(err, LogError::Corrupt { .. }), "{err}");
 }
