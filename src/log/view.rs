@@ -9,8 +9,10 @@
 //! structure only, except below a segment's `unverified_end`: records a
 //! quick open trusted by a seal footer or the tail hint are checksummed (and
 //! their LSN sequence checked) as they are read, and a segment read through
-//! from its header is then marked checked. `verify` re-reads the disk with
-//! checksums. A segment's sparse index lets `iter_from` start near its LSN.
+//! from its header is then marked checked; those below the LSN a view starts
+//! at are stepped over by framing and LSN sequence only. `verify` re-reads
+//! the disk with checksums. A segment's sparse index lets `iter_from` start
+//! near its LSN.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;

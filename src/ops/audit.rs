@@ -1,6 +1,8 @@
 //! `audit`: one agent's timeline, one line per event (time, LSN, what
 //! happened, why), with each run of consecutive heartbeats (no other event of
 //! the agent between them) collapsed into one line "heartbeats ×N from … to …".
+//! Lines are handed on one at a time as they complete ([`Audit::for_each`]),
+//! and every pass over one [`Audit`] yields the same lines.
 
 use super::describe::describe;
 use super::{read_only, Result};

@@ -1,4 +1,8 @@
-//! `agentlog audit`: one agent's timeline, heartbeat runs collapsed.
+//! `agentlog audit`: one agent's timeline, heartbeat runs collapsed, as a
+//! table or JSON. Memory stays flat in the log's and the timeline's length:
+//! a first pass sizes the table and keeps a short timeline; a long one is
+//! printed by a second pass over the same view. Nothing is printed until
+//! the first pass has read the whole timeline.
 
 use crate::cli::args::time;
 use crate::cli::output::{self, Ui, W};
