@@ -119,8 +119,7 @@ fn main() {
         state.agents().len(),
         t.elapsed()
     );
-    let (_, wall, cpu) =
-        timed(|| fold_view(&log.view(), log.dir(), upto, DEFAULT_MAX_MESSAGES).unwrap());
+    let (_, wall, cpu) = timed(|| fold_view(&log.view(), upto, DEFAULT_MAX_MESSAGES).unwrap());
     println!("(for reference) full fold: {wall:.2} s wall, {cpu:.2} s CPU, {:.0} MB/s wall, {:.0} MB/s CPU", mbytes / wall, mbytes / cpu.max(0.01));
     let now = end.add_millis(3600 * 1000);
     let dry = CompactOptions {

@@ -38,7 +38,7 @@ use crate::log::{Log, LogView, Lsn};
 use crate::log::{LogError, Result};
 use crate::registry::agents::FxBuild;
 use crate::registry::codec::{self, DecodeError};
-use crate::registry::history::{self, ScanError, Until};
+use crate::registry::history::{self, undecodable, Until};
 use crate::registry::{Event, RetentionPolicy, SessionKey, State};
 use crate::time::Timestamp;
 
@@ -187,21 +187,11 @@ fn supersede(
     report.bytes_dropped += bytes;
 }
 
-fn corrupt(log_dir: &std::path::Path, lsn: Lsn, e: DecodeError) -> LogError {
-    LogError::Corrupt {
-        segment: log_dir.to_path_buf(),
-        offset: 0,
-        lsn: Some(lsn),
-        reason: format!("undecodable event: {e}"),
-    }
-}
-
 /// Plans a compaction of the records `<= upto` of `view`, given `state` =
 /// the fold of exactly those records. One scan; heartbeats are judged
 /// without allocating.
 pub fn plan(
     view: &LogView,
-    dir: &std::path::Path,
     state: &State,
     upto: Lsn,
     now: Timestamp,
@@ -243,7 +233,9 @@ pub fn plan(
             report.events_dropped += 1;
             report.bytes_dropped += size;
         };
-        if let Some(hb) = codec::decode_heartbeat(r.payload).map_err(|e| corrupt(dir, r.lsn, e))? {
+        if let Some(hb) =
+            codec::decode_heartbeat(r.payload).map_err(|e| undecodable(view, r.lsn, e))?
+        {
             let Some(slot) = runs.get_mut(hb.agent) else {
                 dropped(&mut drop, &mut report, r.lsn);
                 continue;
@@ -271,7 +263,7 @@ pub fn plan(
             continue;
         }
         if let Some(batch) =
-            codec::decode_heartbeat_batch(r.payload).map_err(|e| corrupt(dir, r.lsn, e))?
+            codec::decode_heartbeat_batch(r.payload).map_err(|e| undecodable(view, r.lsn, e))?
         {
             // Each beat joins its agent's run as a lone heartbeat would; the
             // record goes once every beat in it is a middle one (or beats
@@ -315,7 +307,7 @@ pub fn plan(
             }
             continue;
         }
-        let ev: Event = codec::decode(r.payload).map_err(|e| corrupt(dir, r.lsn, e))?;
+        let ev: Event = codec::decode(r.payload).map_err(|e| undecodable(view, r.lsn, e))?;
         if let Some(slot) = ev.kind.subject_agent().and_then(|a| runs.get_mut(a)) {
             *slot = None;
         }
@@ -368,7 +360,7 @@ pub fn compact(
         drop: dropset,
         mut report,
         retained,
-    } = plan(&view, log.dir(), state, state_lsn, now, opts)?;
+    } = plan(&view, state, state_lsn, now, opts)?;
     // Old segments stay mapped while a view holds them: let them go.
     std::mem::drop(view);
     report.generation_before = stats.generation;
@@ -393,31 +385,16 @@ pub fn compact(
 
 /// Folds the records `<= upto` of a view into a fresh state
 /// ([`history::fold`], errors as the log's).
-pub fn fold_view(
-    view: &LogView,
-    dir: &std::path::Path,
-    upto: Lsn,
-    max_messages: usize,
-) -> Result<State> {
+pub fn fold_view(view: &LogView, upto: Lsn, max_messages: usize) -> Result<State> {
     let mut s = State::new(max_messages);
-    fold_onto(&mut s, view, dir, 0, Until::Lsn(upto))?;
+    fold_onto(&mut s, view, 0, Until::Lsn(upto))?;
     Ok(s)
 }
 
 /// [`history::fold`] of `view` after `after` onto `state`, its decode
-/// errors as the log's (naming the log folder and the LSN).
-fn fold_onto(
-    state: &mut State,
-    view: &LogView,
-    dir: &std::path::Path,
-    after: Lsn,
-    until: Until,
-) -> Result<Lsn> {
-    match history::fold_view(view, state, after, until) {
-        Ok(last) => Ok(last),
-        Err(ScanError::Log(e)) => Err(e),
-        Err(ScanError::Decode { lsn, source }) => Err(corrupt(dir, lsn, source)),
-    }
+/// errors as the log's (naming the segment, offset and LSN).
+fn fold_onto(state: &mut State, view: &LogView, after: Lsn, until: Until) -> Result<Lsn> {
+    history::fold_view(view, state, after, until).map_err(|e| e.into_log_error(view))
 }
 
 /// Offline/standalone compaction (no Store): seals the active segment, folds
@@ -440,10 +417,10 @@ pub fn compact_log(
         log.sealed_end_lsn().saturating_sub(1)
     };
     let view = log.view();
-    let state = fold_view(&view, log.dir(), upto, max_messages)?;
+    let state = fold_view(&view, upto, max_messages)?;
     let c = compact(log, &state, upto, now, opts)?;
     let mut full = c.retained.clone();
-    fold_onto(&mut full, &log.view(), log.dir(), upto, Until::End)?;
+    fold_onto(&mut full, &log.view(), upto, Until::End)?;
     Ok((c, full))
 }
 
@@ -523,12 +500,12 @@ impl AutoCompactor {
     }
 
     /// Counts the records of `view` after the last one counted.
-    pub fn observe(&mut self, view: &LogView, dir: &std::path::Path) -> Result<()> {
+    pub fn observe(&mut self, view: &LogView) -> Result<()> {
         for r in view.iter_from(self.seen + 1) {
             let r = r?;
             self.est
                 .observe(r.lsn, r.payload)
-                .map_err(|e| corrupt(dir, r.lsn, e))?;
+                .map_err(|e| undecodable(view, r.lsn, e))?;
             self.seen = r.lsn;
         }
         Ok(())
@@ -546,16 +523,11 @@ impl AutoCompactor {
     }
 
     /// Recounts the (now small) compacted log after a compaction.
-    pub fn compacted(
-        &mut self,
-        view: &LogView,
-        dir: &std::path::Path,
-        now: Timestamp,
-    ) -> Result<()> {
+    pub fn compacted(&mut self, view: &LogView, now: Timestamp) -> Result<()> {
         self.est = DropEstimator::default();
         self.seen = 0;
         self.last_run = Some(now);
-        self.observe(view, dir)
+        self.observe(view)
     }
 }
 
@@ -599,12 +571,12 @@ pub struct DropEstimator {
 
 impl DropEstimator {
     /// Counts the records of a view (e.g. after open or after a compaction).
-    pub fn from_view(view: &LogView, dir: &std::path::Path) -> Result<Self> {
+    pub fn from_view(view: &LogView) -> Result<Self> {
         let mut e = DropEstimator::default();
         for r in view.iter() {
             let r = r?;
             e.observe(r.lsn, r.payload)
-                .map_err(|err| corrupt(dir, r.lsn, err))?;
+                .map_err(|err| undecodable(view, r.lsn, err))?;
         }
         Ok(e)
     }

@@ -7,7 +7,7 @@
 //! **Not a stable API.** Hidden from the docs; it follows the internals it
 //! exposes and may change or go away with them. Nothing here writes files.
 
-use crate::log::recovery::{self, Event, Hole, Scan};
+use crate::log::recovery::{self, Hole, Scan, WalkStep};
 use crate::log::segment::SegHeader;
 use crate::snapshot::{SkipReason, HEADER_LEN};
 use crate::store::SnapshotPayload;
@@ -42,8 +42,8 @@ pub fn scan_segment(bytes: &[u8], prev_lsn: u64) -> Result<SegmentReport, &'stat
         .and_then(|p| recovery::power_loss_hole(bytes, &header, p));
     let (mut walked, mut bad) = (Vec::new(), Vec::new());
     recovery::walk(bytes, &header, prev_lsn, |e| match e {
-        Event::Record(w) => walked.push((w.offset, w.lsn)),
-        Event::Bad(offset, _, _) => bad.push(offset),
+        WalkStep::Record(w) => walked.push((w.offset, w.lsn)),
+        WalkStep::Bad(offset, _, _) => bad.push(offset),
     });
     let start = crate::log::segment::SEG_HDR;
     let whole_batches = recovery::whole_batches_end(bytes, &header, start, header.first_lsn);

@@ -707,7 +707,21 @@ impl Store {
     /// disk, `snapshots/` unusable) the failure is logged as a warning and
     /// returned in [`CloseReport::snapshot_error`], and `close` still
     /// succeeds. Only a failure to make the log durable is an error.
-    pub fn close(mut self) -> StoreResult<CloseReport> {
+    pub fn close(self) -> StoreResult<CloseReport> {
+        self.close_keeping(true)
+    }
+
+    /// [`Store::close`] for a process that exits right after it (the
+    /// one-shot CLI): the same snapshot, sync and lock release, but the
+    /// folded state is left for the exit to reclaim instead of being freed
+    /// allocation by allocation (at 1,000 agents that drop was 11 % of a
+    /// one-shot `heartbeat`'s instructions, `valgrind --tool=callgrind`).
+    /// Each call leaks that state: never in a process that goes on.
+    pub fn close_before_exit(self) -> StoreResult<CloseReport> {
+        self.close_keeping(false)
+    }
+
+    fn close_keeping(mut self, free_state: bool) -> StoreResult<CloseReport> {
         checkpoint::stop(&self.core, self.snapshotter.take());
         let closing = if self.core.opts.snapshot_thread {
             checkpoint::snapshot_if_new(&self.core)
@@ -722,6 +736,9 @@ impl Store {
             );
             e
         });
+        if !free_state {
+            std::mem::forget(std::mem::take(&mut self.core.write().state));
+        }
         let core = Arc::clone(&self.core);
         drop(self);
         match Arc::try_unwrap(core) {

@@ -7,6 +7,7 @@ use super::Usage;
 use agentlog::store::Store;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The store directory: `--dir`, else `$AGENTLOG_DIR` (an empty one counts
@@ -70,7 +71,16 @@ pub fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<
     opts.log.lock_timeout = LOCK_TIMEOUT.get().copied();
     let store = crate::ops::open_store_with(dir, false, opts)?;
     let out = f(&store);
-    let closed = store.close();
+    // A command runs once per process, so its folded state is left for the
+    // exit to reclaim (`Store::close_before_exit`); only the first: a
+    // command that opens again (`read --wait` after losing its mail to
+    // another reader) frees what it opened after that.
+    static LEFT_TO_EXIT: AtomicBool = AtomicBool::new(false);
+    let closed = if LEFT_TO_EXIT.swap(true, Ordering::Relaxed) {
+        store.close()
+    } else {
+        store.close_before_exit()
+    };
     let out = out?;
     closed?;
     Ok(out)

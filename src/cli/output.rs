@@ -103,50 +103,64 @@ pub fn table<W: Write + ?Sized>(
     headers: &[&str],
     rows: &[Vec<String>],
 ) -> io::Result<()> {
-    table_by(w, headers, rows.len(), |i, cells| {
-        cells.extend(rows[i].iter().cloned())
-    })
-}
-
-/// [`table`] over `n` rows that `row(i, cells)` renders on demand, twice
-/// (once to size the columns, once to print): a long table (an agent's
-/// whole audit) never holds all its cells at once, so memory stays flat in
-/// its length.
-pub fn table_by<W: Write + ?Sized>(
-    w: &mut W,
-    headers: &[&str],
-    n: usize,
-    mut row: impl FnMut(usize, &mut Vec<String>),
-) -> io::Result<()> {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    let mut cells = Vec::with_capacity(headers.len());
-    for i in 0..n {
-        cells.clear();
-        row(i, &mut cells);
-        for (wd, cell) in widths.iter_mut().zip(&cells) {
-            *wd = (*wd).max(escaped(cell).chars().count());
-        }
+    let mut widths = Widths::of(headers);
+    for r in rows {
+        widths.measure(r);
     }
-    let mut line = String::new();
-    let mut print = |w: &mut W, cells: &mut dyn Iterator<Item = &str>| -> io::Result<()> {
-        line.clear();
-        for (i, cell) in cells.enumerate() {
-            let cell = escaped(cell);
-            line.push_str(&cell);
-            if i + 1 < widths.len() {
-                let pad = widths[i].saturating_sub(cell.chars().count()) + 2;
-                line.extend(std::iter::repeat_n(' ', pad));
-            }
-        }
-        writeln!(w, "{}", line.trim_end())
-    };
-    print(w, &mut headers.iter().copied())?;
-    for i in 0..n {
-        cells.clear();
-        row(i, &mut cells);
-        print(w, &mut cells.iter().map(String::as_str))?;
+    widths.print(w, headers)?;
+    for r in rows {
+        widths.print(w, r)?;
     }
     Ok(())
+}
+
+/// The column widths of a [`table`], grown one row at a time, so a caller
+/// can size a table it never holds whole (an agent's long audit: one pass to
+/// measure, one to print) and print it row by row.
+pub struct Widths {
+    widths: Vec<usize>,
+    line: String,
+}
+
+impl Widths {
+    /// Widths that fit `headers`.
+    pub fn of<S: AsRef<str>>(headers: &[S]) -> Widths {
+        let mut w = Widths {
+            widths: Vec::with_capacity(headers.len()),
+            line: String::new(),
+        };
+        w.measure(headers);
+        w
+    }
+
+    /// Widens the columns to fit `cells` (as [`escaped`] shows them).
+    pub fn measure<S: AsRef<str>>(&mut self, cells: &[S]) {
+        if self.widths.len() < cells.len() {
+            self.widths.resize(cells.len(), 0);
+        }
+        for (wd, cell) in self.widths.iter_mut().zip(cells) {
+            *wd = (*wd).max(escaped(cell.as_ref()).chars().count());
+        }
+    }
+
+    /// Prints `cells` as one row, each but the last padded to its column.
+    pub fn print<W: Write + ?Sized, S: AsRef<str>>(
+        &mut self,
+        w: &mut W,
+        cells: &[S],
+    ) -> io::Result<()> {
+        self.line.clear();
+        for (i, cell) in cells.iter().enumerate() {
+            let cell = escaped(cell.as_ref());
+            self.line.push_str(&cell);
+            if i + 1 < cells.len() {
+                let width = self.widths.get(i).copied().unwrap_or(0);
+                let pad = width.saturating_sub(cell.chars().count()) + 2;
+                self.line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        writeln!(w, "{}", self.line.trim_end())
+    }
 }
 
 /// `-` for an absent value in a table cell.

@@ -170,7 +170,7 @@ impl ClusterNode {
         let store = self.store();
         let (state, upto) = store.with_state(|s, applied| (s.clone(), applied));
         let view = store.view();
-        let plan = crate::compact::plan(&view, store.dir(), &state, upto, now, opts)
+        let plan = crate::compact::plan(&view, &state, upto, now, opts)
             .map_err(|e| ClusterError::Store(e.into()))?;
         let mut report = plan.report;
         report.dry_run = opts.dry_run;

@@ -124,8 +124,9 @@ pub struct LogOptions {
     /// sealed segments by their footers' own checksums (no CRC pass over
     /// their records) and resume the newest segment after the records the
     /// tail hint (`TAIL`, FORMAT.md) vouches for instead of rescanning it.
-    /// Records vouched for that way are checksummed when a view reads them;
-    /// `verify` checks everything. A torn tail past the hint is still found
+    /// Records vouched for that way are checksummed when a view reads them
+    /// (those a view starting at a later LSN steps over have their framing
+    /// and LSN sequence checked only); `verify` checks everything. A torn tail past the hint is still found
     /// and cut. Default false (every record is checked at open).
     pub quick_open: bool,
     /// Test hooks.

@@ -348,15 +348,15 @@ pub struct Walked<'a> {
     pub payload: &'a [u8],
 }
 
-/// What `walk` reports.
-pub enum Event<'a> {
+/// One step of `walk`: a record, or a bad stretch it resynchronised after.
+pub enum WalkStep<'a> {
     Record(Walked<'a>),
     /// One bad stretch: offset, the LSN expected there (main segments), reason.
     Bad(usize, Option<u64>, String),
 }
 
 /// Walk every valid record of a segment, resynchronising after bad stretches.
-pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl FnMut(Event<'a>)) {
+pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl FnMut(WalkStep<'a>)) {
     let id = hdr.segment_id;
     let compacted = hdr.compacted();
     let mut off = SEG_HDR;
@@ -379,7 +379,7 @@ pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl Fn
                     lsn == min_next
                 };
                 if ok {
-                    on(Event::Record(Walked {
+                    on(WalkStep::Record(Walked {
                         offset: off,
                         lsn,
                         cont,
@@ -400,7 +400,7 @@ pub fn walk<'a>(bytes: &'a [u8], hdr: &SegHeader, prev_lsn: u64, mut on: impl Fn
             Parsed::Bad { reason, .. } => reason.to_string(),
         };
         // Name the LSN expected here, never the damaged header's claim.
-        on(Event::Bad(off, (!compacted).then_some(min_next), bad));
+        on(WalkStep::Bad(off, (!compacted).then_some(min_next), bad));
         match find_valid_after(bytes, off, hdr, min_next) {
             Some((p, lsn)) => {
                 off = p;

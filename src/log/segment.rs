@@ -237,13 +237,19 @@ impl Segment {
         if check_data {
             return recovery::scan_sealed(self.map.bytes(self.map.len()), &self.hdr, prev_lsn);
         }
+        recovery::sealed_scan(self.footer()?, &self.hdr, prev_lsn)
+    }
+
+    /// This segment's seal footer, if it is sealed: the footer and the zeros
+    /// around it read with `pread`, never through the map (a touch of the
+    /// map faults in a whole, possibly 2 MiB, folio: RSS).
+    pub fn footer(&self) -> Option<SealFooter> {
         use std::os::unix::fs::FileExt;
-        let f = SealFooter::footer_only(self.map.len(), self.hdr.version, &mut |a, b| {
+        SealFooter::footer_only(self.map.len(), self.hdr.version, &mut |a, b| {
             let mut buf = vec![0u8; b.checked_sub(a)?];
             self.file.read_exact_at(&mut buf, a as u64).ok()?;
             Some(buf)
-        })?;
-        recovery::sealed_scan(f, &self.hdr, prev_lsn)
+        })
     }
 
     /// Whether every byte of the map from `off` on is zero, reading only

@@ -18,7 +18,7 @@ use super::compaction::GenWriter;
 use super::lock::writer_present;
 use super::manifest::{gen_dir, Manifest};
 use super::reader::is_not_found;
-use super::recovery::{self, walk, whole_batches_end, Event};
+use super::recovery::{self, walk, whole_batches_end, WalkStep};
 use super::segment::{self, Segment, SEG_HDR};
 use super::{list_live, Lsn, TornTail};
 use crate::log::{LogError, Result};
@@ -196,12 +196,12 @@ fn scan_dir(
         let mut skip_rest = false;
         let mut seg_last: Option<Lsn> = None;
         walk(all, &seg.hdr, prev, |ev| match ev {
-            Event::Record(r) if skip_rest => {
+            WalkStep::Record(r) if skip_rest => {
                 seg_last = Some(r.lsn);
                 dropped += 1;
                 skip_rest = r.cont;
             }
-            Event::Record(r) => {
+            WalkStep::Record(r) => {
                 seg_last = Some(r.lsn);
                 if batch.is_empty() {
                     batch_off = r.offset;
@@ -213,7 +213,7 @@ fn scan_dir(
                     batch.clear();
                 }
             }
-            Event::Bad(off, lsn, reason) => {
+            WalkStep::Bad(off, lsn, reason) => {
                 if !batch.is_empty() {
                     skip_rest = true;
                     dropped += batch.len() as u64;

@@ -9,16 +9,17 @@
 //! structure only, except below a segment's `unverified_end`: records a
 //! quick open trusted by a seal footer or the tail hint are checksummed (and
 //! their LSN sequence checked) as they are read, and a segment read through
-//! from its header is then marked checked. `verify` re-reads the disk with
-//! checksums. A segment's sparse index lets `iter_from` start near its LSN.
+//! from its header is then marked checked; those below the LSN a view starts
+//! at are stepped over by framing and LSN sequence only. `verify` re-reads
+//! the disk with checksums. A segment's sparse index lets `iter_from` start
+//! near its LSN.
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::record::{parse_at, parse_validated_at, Parsed};
+use super::record::{parse_at, parse_validated_at, record_size, Parsed};
 use super::recovery;
-use super::seal::SealFooter;
 use super::segment::{Segment, SEG_HDR};
 use super::Lsn;
 use crate::log::{LogError, Result};
@@ -80,6 +81,17 @@ impl LogView {
             }
         }
         it
+    }
+
+    /// Where record `lsn` lies: its segment file and byte offset, to name
+    /// the place of damage found in a record's content (an event that does
+    /// not decode). `None` when the view does not hold it readably.
+    pub fn locate(&self, lsn: Lsn) -> Option<(&Path, u64)> {
+        let mut it = self.iter_from(lsn);
+        let rec = it.next()?.ok().filter(|r| r.lsn == lsn)?;
+        // `next` leaves the cursor just past the record, in its segment.
+        let at = it.off - record_size(rec.payload.len());
+        Some((self.segs[it.idx].0.path.as_path(), at as u64))
     }
 
     /// All records.
@@ -184,7 +196,17 @@ impl<'a> Iterator for LogIter<'a> {
                     unverified = false;
                 }
             }
-            let parsed = if unverified {
+            // A record below `from` is only stepped over: its effect is in
+            // the caller's base (a snapshot), so its framing and LSN
+            // sequence are checked but not its checksum (a `heartbeat` at
+            // a snapshot that lies mid-way between two marks would CRC up to
+            // 5,000 records for nothing). The segment is then no longer
+            // read through with checks.
+            let step_over = unverified && self.expect.is_some_and(|e| e < self.from);
+            if step_over {
+                self.from_header = false;
+            }
+            let parsed = if unverified && !step_over {
                 parse_at(bytes, self.off, seg.hdr.segment_id)
             } else {
                 parse_validated_at(bytes, self.off, seg.hdr.segment_id)
@@ -245,13 +267,10 @@ impl<'a> Iterator for LogIter<'a> {
 /// footer's data CRC: one pass, in `RELEASE_EVERY` chunks whose pages are
 /// dropped once hashed (RSS stays flat; reading them again hits the cache).
 fn bulk_check(seg: &Segment, end: usize) -> bool {
-    let whole = seg.map.bytes(seg.map.len());
-    let footer = SealFooter::footer_only(whole.len(), seg.hdr.version, &mut |a, b| {
-        whole.get(a..b).map(<[u8]>::to_vec)
-    });
-    let Some(f) = footer.filter(|f| f.used as usize == end) else {
+    let Some(f) = seg.footer().filter(|f| f.used as usize == end) else {
         return false;
     };
+    let whole = seg.map.bytes(seg.map.len());
     if recovery::sealed_scan(f, &seg.hdr, 0).is_none() {
         return false;
     }

@@ -1,10 +1,12 @@
 //! `audit`: one agent's timeline, one line per event (time, LSN, what
 //! happened, why), with each run of consecutive heartbeats (no other event of
 //! the agent between them) collapsed into one line "heartbeats ×N from … to …".
+//! Lines are handed on one at a time as they complete ([`Audit::for_each`]),
+//! and every pass over one [`Audit`] yields the same lines.
 
 use super::describe::describe;
 use super::{read_only, Result};
-use agentlog::log::Lsn;
+use agentlog::log::{LogView, Lsn};
 use agentlog::registry::history;
 use agentlog::registry::{Event, EventKind, RegistryError};
 use agentlog::time::Timestamp;
@@ -38,18 +40,21 @@ pub struct AuditLine {
 /// the reference the streamed audit is tested against.
 #[cfg(test)]
 fn collapse(agent: &str, history: impl IntoIterator<Item = (Lsn, Event)>) -> Vec<AuditLine> {
+    let mut out = Vec::new();
     let mut lines = Lines::default();
     for (lsn, ev) in history {
-        lines.push(agent, lsn, ev, None);
+        lines.push(agent, lsn, ev, None, &mut |l| out.push(l.clone()));
     }
-    lines.finish()
+    lines.finish(&mut |l| out.push(l.clone()));
+    out
 }
 
-/// Audit lines built one event at a time: a heartbeat of the agent extends
-/// the run on the last line (its text is written once, when the run ends).
+/// Audit lines built one event at a time and handed on as each is complete:
+/// only the last line is held, since a heartbeat of the agent extends the
+/// run on it (its text is written once, when the run ends).
 #[derive(Default)]
 struct Lines {
-    lines: Vec<AuditLine>,
+    last: Option<AuditLine>,
 }
 
 impl Lines {
@@ -59,11 +64,12 @@ impl Lines {
         lsn: Lsn,
         ev: Event,
         origin: Option<agentlog::registry::codec::Origin>,
+        done: &mut dyn FnMut(&AuditLine),
     ) {
         let is_own_heartbeat =
             matches!(&ev.kind, EventKind::Heartbeat { agent: a, .. } if a == agent);
         if is_own_heartbeat {
-            if let Some(last) = self.lines.last_mut().filter(|l| l.kind == "Heartbeat") {
+            if let Some(last) = self.last.as_mut().filter(|l| l.kind == "Heartbeat") {
                 let run = last.run.get_or_insert(HeartbeatRun {
                     count: 1,
                     last_at: last.at,
@@ -75,9 +81,8 @@ impl Lines {
                 return;
             }
         }
-        self.close_run();
         let d = describe(&ev.kind, lsn, Some(agent));
-        self.lines.push(AuditLine {
+        let line = AuditLine {
             at: ev.at,
             lsn,
             kind: agentlog::registry::tag::name(ev.kind.tag()),
@@ -85,54 +90,94 @@ impl Lines {
             why: d.why,
             run: None,
             origin,
-        });
-    }
-
-    /// Writes the text of the run on the last line, if it is one.
-    fn close_run(&mut self) {
-        if let Some(last) = self.lines.last_mut() {
-            if let Some(run) = &last.run {
-                last.what = format!(
-                    "heartbeats ×{} from {} to {}",
-                    run.count, last.at, run.last_at
-                );
-            }
+        };
+        if let Some(last) = self.last.replace(line) {
+            done(&closed(last));
         }
     }
 
-    fn finish(mut self) -> Vec<AuditLine> {
-        self.close_run();
-        self.lines
+    fn finish(self, done: &mut dyn FnMut(&AuditLine)) {
+        if let Some(last) = self.last {
+            done(&closed(last));
+        }
     }
 }
 
-/// The timeline of `agent` in the store at `dir` between `since` and `until`
-/// (event times, inclusive), read-only. An agent that never appears in the
-/// log is "not found". One pass over the log that keeps only the lines:
-/// memory follows the timeline shown, not the log's length.
+/// `line` with its text written, if it is a heartbeat run.
+fn closed(mut line: AuditLine) -> AuditLine {
+    if let Some(run) = &line.run {
+        line.what = format!(
+            "heartbeats ×{} from {} to {}",
+            run.count, line.at, run.last_at
+        );
+    }
+    line
+}
+
+/// One agent's timeline between `since` and `until` (event times,
+/// inclusive) over one view of the log: every pass ([`Audit::for_each`])
+/// reads the same records and yields the same lines, so a caller can size a
+/// table in one pass and print it in the next.
+pub struct Audit {
+    view: LogView,
+    agent: String,
+    since: Option<Timestamp>,
+    until: Option<Timestamp>,
+}
+
+impl Audit {
+    /// The audit of `agent` in the store at `dir`, read-only.
+    pub fn open(
+        dir: &Path,
+        agent: &str,
+        since: Option<Timestamp>,
+        until: Option<Timestamp>,
+    ) -> Result<Audit> {
+        Ok(Audit {
+            view: read_only(dir)?.view(),
+            agent: agent.to_string(),
+            since,
+            until,
+        })
+    }
+
+    /// Hands `each` the timeline's lines in order, in one pass over the log
+    /// that holds one line at a time: memory follows neither the log's
+    /// length nor the timeline's. An agent that never appears in the log is
+    /// "not found".
+    pub fn for_each(&self, mut each: impl FnMut(&AuditLine)) -> Result<()> {
+        let (agent, since, until) = (self.agent.as_str(), self.since, self.until);
+        let mut found = false;
+        let mut lines = Lines::default();
+        history::for_each_in_history(&self.view, agent, |lsn, payload, ev| {
+            found = true;
+            if since.is_none_or(|s| ev.at >= s) && until.is_none_or(|u| ev.at <= u) {
+                let origin = agentlog::registry::codec::origin(payload);
+                lines.push(agent, lsn, ev, origin, &mut each);
+            }
+        })?;
+        if !found {
+            return Err(RegistryError::NotFound {
+                agent: agent.to_string(),
+            }
+            .into());
+        }
+        lines.finish(&mut each);
+        Ok(())
+    }
+}
+
+/// The whole timeline of `agent` in the store at `dir` (see [`Audit`]),
+/// collected: for a short one (the demo's).
 pub fn audit(
     dir: &Path,
     agent: &str,
     since: Option<Timestamp>,
     until: Option<Timestamp>,
 ) -> Result<Vec<AuditLine>> {
-    let r = read_only(dir)?;
-    let mut found = false;
-    let mut lines = Lines::default();
-    history::for_each_in_history(&r.view(), agent, |lsn, payload, ev| {
-        found = true;
-        if since.is_none_or(|s| ev.at >= s) && until.is_none_or(|u| ev.at <= u) {
-            let origin = agentlog::registry::codec::origin(payload);
-            lines.push(agent, lsn, ev, origin);
-        }
-    })?;
-    if !found {
-        return Err(RegistryError::NotFound {
-            agent: agent.to_string(),
-        }
-        .into());
-    }
-    Ok(lines.finish())
+    let mut out = Vec::new();
+    Audit::open(dir, agent, since, until)?.for_each(|l| out.push(l.clone()))?;
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -507,8 +507,7 @@ fn compact_plan(dir: &Path, now: Timestamp) -> Result<agentlog::compact::Compact
         dry_run: true,
         ..Default::default()
     };
-    let log_dir = StoreLayout::new(dir).log();
-    let plan = agentlog::compact::plan(&store.view(), &log_dir, &read.state, read.lsn, now, &opts)?;
+    let plan = agentlog::compact::plan(&store.view(), &read.state, read.lsn, now, &opts)?;
     let mut report = plan.report;
     report.generation_before = store.log().generation();
     report.generation = report.generation_before;

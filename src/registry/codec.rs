@@ -58,6 +58,12 @@ pub fn origin(payload: &[u8]) -> Option<Origin> {
     split(payload).ok().and_then(|(_, _, _, o)| o)
 }
 
+/// The event tag of a payload (origin flag cleared), unchecked: to pick a
+/// decoder, which checks it. `None` for an empty payload.
+pub fn tag_of(payload: &[u8]) -> Option<u8> {
+    payload.first().map(|b| b & !ORIGIN_FLAG)
+}
+
 /// Tag (flag cleared), time, body and origin of a payload.
 pub(super) type Parts<'a> = (u8, Timestamp, &'a [u8], Option<Origin>);
 

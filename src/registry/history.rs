@@ -29,6 +29,42 @@ pub enum ScanError {
     Log(#[from] crate::log::LogError),
 }
 
+impl ScanError {
+    /// This error as the log's: an event that does not decode is damage at
+    /// the segment and offset where its record lies in `view` (the one
+    /// mapping, so every caller names the real place).
+    pub fn into_log_error(self, view: &LogView) -> crate::log::LogError {
+        match self {
+            ScanError::Log(e) => e,
+            ScanError::Decode { lsn, source } => undecodable(view, lsn, source),
+        }
+    }
+}
+
+/// Record `lsn` of `view` holds an event that does not decode: damage named
+/// by its segment, offset and LSN.
+pub fn undecodable(view: &LogView, lsn: Lsn, source: DecodeError) -> crate::log::LogError {
+    let reason = format!("undecodable event: {source}");
+    match view.locate(lsn) {
+        Some((segment, offset)) => crate::log::LogError::Corrupt {
+            segment: segment.to_path_buf(),
+            offset,
+            lsn: Some(lsn),
+            reason,
+        },
+        // Read once, gone now: damaged after the view was taken.
+        None => crate::log::LogError::Corrupt {
+            segment: view
+                .segment_paths()
+                .first()
+                .map_or_else(Default::default, |p| p.to_path_buf()),
+            offset: 0,
+            lsn: Some(lsn),
+            reason: format!("{reason} (its record no longer reads back)"),
+        },
+    }
+}
+
 /// Where a fold stops: the one stop-point type of the crate (the store's
 /// `state_at`, the read-only fold, `replay`, compaction and the followers
 /// all fold through [`fold`] with one of these).

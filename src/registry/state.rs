@@ -340,14 +340,23 @@ impl State {
     }
 
     /// Folds one record payload; heartbeats take an allocation-free path.
+    /// The tag picks the one decoder that reads the payload (its header
+    /// once).
     pub fn apply_payload(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), DecodeError> {
-        if let Some(hb) = codec::decode_heartbeat(payload)? {
-            self.apply_heartbeat(lsn, hb.at, hb.agent, hb.pid);
-            return Ok(());
-        }
-        if let Some(batch) = codec::decode_heartbeat_batch(payload)? {
-            self.apply_heartbeat_batch(lsn, &batch);
-            return Ok(());
+        match codec::tag_of(payload) {
+            Some(super::events::tag::HEARTBEAT) => {
+                if let Some(hb) = codec::decode_heartbeat(payload)? {
+                    self.apply_heartbeat(lsn, hb.at, hb.agent, hb.pid);
+                    return Ok(());
+                }
+            }
+            Some(super::events::tag::HEARTBEAT_BATCH) => {
+                if let Some(batch) = codec::decode_heartbeat_batch(payload)? {
+                    self.apply_heartbeat_batch(lsn, &batch);
+                    return Ok(());
+                }
+            }
+            _ => {}
         }
         let event = codec::decode(payload)?;
         self.apply(lsn, &event);

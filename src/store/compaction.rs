@@ -106,12 +106,12 @@ impl Store {
         auto: &mut crate::compact::AutoCompactor,
         now: Timestamp,
     ) -> StoreResult<Option<crate::compact::CompactionReport>> {
-        auto.observe(&self.core.log.view(), self.core.log.dir())?;
+        auto.observe(&self.core.log.view())?;
         if !self.with_state(|s, _| auto.due(s, now)) {
             return Ok(None);
         }
         let report = self.compact(now, &auto.options())?;
-        auto.compacted(&self.core.log.view(), self.core.log.dir(), now)?;
+        auto.compacted(&self.core.log.view(), now)?;
         Ok(Some(report))
     }
 }

@@ -145,7 +145,7 @@ fn exactly_the_retired_agents_and_expired_messages_disappear() {
     assert_eq!(plan.report.generation, plan.report.generation_before);
 
     // The estimate the auto policy uses matches the plan.
-    let est = DropEstimator::from_view(&log.view(), tmp.path())
+    let est = DropEstimator::from_view(&log.view())
         .unwrap()
         .estimate(&h.s, now, &opts);
     assert!(est.total_bytes > 0 && est.total_bytes <= log.stats().bytes);

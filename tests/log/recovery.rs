@@ -570,22 +570,26 @@ fn a_damaged_stale_or_misplaced_tail_hint_is_ignored() {
     assert_eq!((rep.records, log.last_lsn()), (131, Some(131)));
 }
 
+/// A one-segment log of records `1..=n` closed by a short-lived writer
+/// (so it has a tail hint): its temp dir, log folder and segment file.
+fn closed_quick_log(n: u64) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("log");
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    append_range(&log, 1, n);
+    log.close().unwrap();
+    let seg = main_segments(&dir).pop().unwrap();
+    (tmp, dir, seg)
+}
+
 /// A quick open trusts the records the hint vouches for without reading
 /// them: damage there is found when they are read (naming the LSN expected
 /// there), by `verify`, and by a full open, never folded silently.
 #[test]
 fn damage_below_the_tail_hint_is_found_when_read() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("log");
-    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
-    append_range(&log, 1, 200);
-    log.close().unwrap();
-    let seg = main_segments(&dir).pop().unwrap();
+    let (_tmp, dir, seg) = closed_quick_log(200);
     let mut bytes = fs::read(&seg).unwrap();
-    let off: usize = (1..50u64)
-        .map(|l| rec_size(payload(l).len()))
-        .sum::<usize>()
-        + 64;
+    let off = offset_of(50);
     bytes[off + 8] ^= 0x01; // lsn 50's LSN field
     fs::write(&seg, &bytes).unwrap();
 
@@ -631,4 +635,39 @@ fn a_quick_open_reads_from_any_lsn_by_the_hinted_index() {
     let view = log.view();
     let r = view.iter_from(12_345).next().unwrap().unwrap();
     assert_eq!(r.payload, payload(12_345).as_slice());
+}
+
+/// A read from an LSN steps over the records before it (the caller's base,
+/// a snapshot, holds their effect): their framing and LSN sequence are
+/// checked, their checksums are not, so damage to such a payload does not
+/// stop a one-shot open's fold after its snapshot, while the record itself
+/// is still refused when read. A misframed record (a damaged length) breaks
+/// the sequence and is refused either way.
+#[test]
+fn a_read_from_an_lsn_steps_over_the_records_before_it_without_their_checksums() {
+    let (_tmp, dir, seg) = closed_quick_log(300);
+    let clean = fs::read(&seg).unwrap();
+    let at = offset_of(50);
+    assert_eq!(
+        u64::from_le_bytes(clean[at + 8..at + 16].try_into().unwrap()),
+        50
+    );
+
+    let mut bad_payload = clean.clone();
+    bad_payload[at + 16] ^= 0x01;
+    fs::write(&seg, &bad_payload).unwrap();
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    let first_error = |log: &Log, from| log.view().iter_from(from).find_map(Result::err);
+    let lsns: Vec<u64> = log.view().iter_from(60).map(|r| r.unwrap().lsn).collect();
+    assert_eq!(lsns, (60..=300).collect::<Vec<_>>());
+    let err = first_error(&log, 50).expect("record 50, read, is checked");
+    assert!(err.to_string().contains("checksum mismatch"), "{err}");
+    drop(log);
+
+    let mut bad_length = clean;
+    bad_length[at] ^= 0x08; // its payload 8 bytes longer: the next header is misread
+    fs::write(&seg, &bad_length).unwrap();
+    let (log, _) = Log::open(&dir, quick(1 << 20)).unwrap();
+    let err = first_error(&log, 60).expect("a misframed record before the start is refused");
+    assert!(matches!(err, LogError::Corrupt { .. }), "{err}");
 }

@@ -114,3 +114,38 @@ fn refused_commands_append_nothing() {
         .to_string()
         .contains("reused with different content"));
 }
+
+/// Compaction names an undecodable event where it lies: its segment file
+/// and byte offset, not the log folder at offset 0.
+#[test]
+fn compaction_names_the_segment_and_offset_of_an_undecodable_event() {
+    let (d, r) = store_with_raw(&[vec![200u8, 1, 2, 3, 4, 5, 6, 7, 8]]);
+    assert!(r.is_err());
+    let (log, _) = Log::open(&d.path().join("log"), lazy_opts().log).unwrap();
+    let opts = agentlog::compact::CompactOptions {
+        dry_run: true,
+        ..Default::default()
+    };
+    let e = agentlog::compact::compact_log(&log, 100, T0.add_secs(60), &opts).unwrap_err();
+    let agentlog::LogError::Corrupt {
+        segment,
+        offset,
+        lsn,
+        reason,
+    } = e
+    else {
+        panic!("{e:?}");
+    };
+    // Record 2 follows record 1 (the registration) in the first segment:
+    // a 64-byte segment header, a 16-byte record header, the payload
+    // padded to 8 bytes.
+    let bytes = std::fs::read(&segment).unwrap();
+    let len1 = u32::from_le_bytes(bytes[64..68].try_into().unwrap()) & ((1 << 28) - 1);
+    let at = 64 + ((16 + len1 as u64 + 7) & !7);
+    assert_eq!((offset, lsn), (at, Some(2)), "{reason}");
+    assert_eq!(
+        u64::from_le_bytes(bytes[at as usize + 8..at as usize + 16].try_into().unwrap()),
+        2
+    );
+    assert!(reason.contains("event tag 200"), "{reason}");
+}

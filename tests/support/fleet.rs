@@ -180,7 +180,7 @@ pub fn simulate_steady_fleet(dir: &Path, p: &FleetParams) -> Result<Vec<DiskPoin
                 let c = compact(&log, &state, l, at, &p.compact)?;
                 // Single writer: nothing was appended meanwhile.
                 state = c.retained;
-                est = DropEstimator::from_view(&log.view(), log.dir())?;
+                est = DropEstimator::from_view(&log.view())?;
                 sealed = log.sealed_end_lsn();
                 last_compaction = at;
                 compactions += 1;

@@ -73,3 +73,9 @@ impl Rng {
 pub fn rec_size(len: usize) -> usize {
     (16 + len + 7) & !7
 }
+
+/// Offset of record `lsn` in a first segment of single records with
+/// [`payload`]s: the 64-byte segment header, then the records before it.
+pub fn offset_of(lsn: u64) -> usize {
+    64 + (1..lsn).map(|l| rec_size(payload(l).len())).sum::<usize>()
+}
