@@ -47,10 +47,20 @@ pub fn find_binary(env: &str, name: &str, install: &str) -> Result<PathBuf, Stri
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> Result<u16, String> {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("cannot bind a loopback port on 127.0.0.1:0: {e}"))
+    hold_port(&mut Vec::new())
+}
+
+/// A loopback port nobody listens on, kept bound by a listener pushed on
+/// `held` until the caller drops it.
+fn hold_port(held: &mut Vec<TcpListener>) -> Result<u16, String> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| format!("cannot bind a loopback port on 127.0.0.1:0: {e}"))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read a bound port's address: {e}"))?
+        .port();
+    held.push(listener);
+    Ok(port)
 }
 
 struct Member {
@@ -87,22 +97,70 @@ impl NatsCluster {
             members: Vec::with_capacity(members),
             urls: Vec::with_capacity(members),
         };
+        // Every listener is held until all ports are picked, so no two
+        // members are handed the same one.
+        let mut held = Vec::with_capacity(2 * members);
         for i in 0..members {
-            let client_port = free_port()?;
+            let (client_port, route_port) = (hold_port(&mut held)?, hold_port(&mut held)?);
             c.members.push(Member {
                 name: format!("n{i}"),
                 client_port,
-                route_port: free_port()?,
+                route_port,
                 store: dir.join(format!("n{i}")),
                 log: dir.join(format!("n{i}.log")),
                 child: None,
             });
             c.urls.push(format!("nats://127.0.0.1:{client_port}"));
         }
+        drop(held);
         for i in 0..members {
             c.spawn(i)?;
         }
+        for i in 0..members {
+            c.await_listening(i)?;
+        }
         Ok(c)
+    }
+
+    /// Waits until member `i` listens on its ports. A port picked free can
+    /// be taken before the server binds it (another process's listener or
+    /// outgoing connection): such a member is started again on fresh ports
+    /// (the others learn its route from it), a few times at most.
+    fn await_listening(&mut self, i: usize) -> Result<(), String> {
+        const ATTEMPTS: usize = 4;
+        for _ in 0..ATTEMPTS {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let log = self.log_of(i);
+                if log.contains("Listening for route connections") {
+                    return Ok(());
+                }
+                let exited = match self.members[i].child.as_mut().map(Child::try_wait) {
+                    Some(Ok(Some(_))) => true,
+                    Some(Err(e)) => return Err(format!("cannot wait for nats member {i}: {e}")),
+                    _ => false,
+                };
+                if exited && log.contains("address already in use") {
+                    break;
+                }
+                if exited || Instant::now() >= deadline {
+                    return Err(self.failure(&format!("member {i} did not start listening")));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            self.members[i].child = None;
+            std::fs::remove_file(&self.members[i].log)
+                .map_err(|e| format!("cannot remove {}: {e}", self.members[i].log.display()))?;
+            let client_port = free_port()?;
+            let route_port = free_port()?;
+            let m = &mut self.members[i];
+            (m.client_port, m.route_port) = (client_port, route_port);
+            self.urls[i] = format!("nats://127.0.0.1:{client_port}");
+            self.spawn(i)?;
+        }
+        Err(self.failure(&format!(
+            "member {i} found its ports taken {ATTEMPTS} times"
+        )))
     }
 
     /// Starts member `i` with stdout and stderr appended to its log.

@@ -12,12 +12,14 @@
 use super::{nats_err, ClusterResult};
 use async_nats::jetstream::{self, kv};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The sweeper's key in the bucket.
 const SWEEPER: &str = "sweeper";
 /// The key a host holds while it compacts the stream.
 const COMPACTOR: &str = "compactor";
+/// How long a lease handle waits for its bucket to answer at open.
+const READY_WITHIN: Duration = Duration::from_secs(10);
 
 /// One host's handle on the fleet's sweeper lease.
 pub struct SweepLease {
@@ -82,6 +84,16 @@ impl SweepLease {
                 .await
                 .map_err(|e| nats_err(format!("create kv bucket {bucket}"), e))?,
         };
+        // A bucket just created, or whose stream is electing a leader,
+        // answers "no responders" for a moment; the handle is given out
+        // once its key can be read, so a first take is not refused by that.
+        let ready_by = Instant::now() + READY_WITHIN;
+        while let Err(e) = kv.entry(key).await {
+            if Instant::now() >= ready_by {
+                return Err(nats_err(format!("read lease key {key} of {bucket}"), e));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         Ok(SweepLease {
             kv,
             key,

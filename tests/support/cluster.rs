@@ -129,7 +129,10 @@ impl NatsCluster {
     pub async fn wait_ready(&self, fleet: &str) {
         let within = Duration::from_secs(45);
         if let Err(why) = self.servers.wait_ready(fleet, self.replicas, within).await {
-            panic!("{why}\n--- n0 log ---\n{}", self.server_log(0));
+            let logs: String = (0..self.urls().len())
+                .map(|i| format!("\n--- n{i} log ---\n{}", self.server_log(i)))
+                .collect();
+            panic!("{why}{logs}");
         }
     }
 }
