@@ -45,12 +45,10 @@ pub enum OpsError {
     /// A request the operation refuses (what and why).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    #[error("event at lsn {lsn}: {source}")]
-    Decode {
-        lsn: Lsn,
-        #[source]
-        source: DecodeError,
-    },
+    /// A fold or scan that stopped on an event it could not decode (the
+    /// log's own errors come through the store).
+    #[error(transparent)]
+    Scan(ScanError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -78,7 +76,7 @@ through_store!(LogError, RegistryError, agentlog::export::ExportError);
 impl From<ScanError> for OpsError {
     fn from(e: ScanError) -> Self {
         match e {
-            ScanError::Decode { lsn, source } => OpsError::Decode { lsn, source },
+            e @ ScanError::Decode { .. } => OpsError::Scan(e),
             ScanError::Log(e) => e.into(),
         }
     }
