@@ -355,13 +355,32 @@ impl ClusterNode {
         publish_retried(&self.js, &subject, || msg.clone(), self.opts.deadline).await
     }
 
-    /// [`ClusterNode::publish_acked`] of the message `msg` builds (the hot
-    /// path: a retry builds it again instead of every attempt cloning it).
-    async fn publish_built(
+    /// Publishes one event's encoded `payload`, with `origin` appended,
+    /// under a fresh message id (stored once however often it is retried),
+    /// conditional on the subject's last sequence being `expect` when given.
+    /// The hot path: a retry builds the message again instead of every
+    /// attempt cloning it.
+    async fn publish_event(
         &self,
         subject: &Subject,
-        msg: impl Fn() -> PublishMessage,
+        mut payload: Vec<u8>,
+        origin: Option<Origin>,
+        expect: Option<u64>,
     ) -> Result<jetstream::publish::PublishAck, PublishError> {
+        if let Some(o) = origin {
+            codec::push_origin(&mut payload, o);
+        }
+        let payload = bytes::Bytes::from(payload);
+        let msg_id = self.next_msg_id();
+        let msg = || {
+            let m = PublishMessage::build()
+                .payload(payload.clone())
+                .message_id(msg_id.as_str());
+            match expect {
+                Some(seq) => m.expected_last_subject_sequence(seq),
+                None => m,
+            }
+        };
         publish_retried(&self.js, subject, msg, self.opts.deadline).await
     }
 
@@ -410,19 +429,11 @@ impl ClusterNode {
                     .rev()
                     .find(|(s, _)| *s == subject)
                     .map_or(expect, |(_, seq)| *seq);
-                let mut payload = codec::encode(&event);
-                if let Some(o) = origin {
-                    codec::push_origin(&mut payload, o);
-                }
-                let payload = bytes::Bytes::from(payload);
-                let msg_id = self.next_msg_id();
-                let msg = || {
-                    PublishMessage::build()
-                        .payload(payload.clone())
-                        .message_id(msg_id.as_str())
-                        .expected_last_subject_sequence(expect)
-                };
-                match self.publish_built(&subject, msg).await {
+                let payload = codec::encode(&event);
+                match self
+                    .publish_event(&subject, payload, origin, Some(expect))
+                    .await
+                {
                     Ok(ack) => {
                         done.push((ack.sequence, event));
                         stored_on.push((subject, ack.sequence));
@@ -582,19 +593,9 @@ impl ClusterNode {
         self.heartbeats.seal().await;
         let mut payload = Vec::with_capacity(32 + agent.len());
         codec::encode_heartbeat_into(&mut payload, at, agent, pid);
-        if let Some(o) = origin {
-            codec::push_origin(&mut payload, o);
-        }
         let subject = Subject::from(self.shared.subjects.agent(agent));
-        let payload = bytes::Bytes::from(payload);
-        let msg_id = self.next_msg_id();
-        let msg = || {
-            PublishMessage::build()
-                .payload(payload.clone())
-                .message_id(msg_id.as_str())
-        };
         let ack = self
-            .publish_built(&subject, msg)
+            .publish_event(&subject, payload, origin, None)
             .await
             .map_err(|e| nats_err(format!("publish heartbeat on {subject}"), e))?;
         self.wait_applied(ack.sequence).await?;
