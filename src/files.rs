@@ -1,6 +1,7 @@
 //! How agentlog puts files on disk where other users may be watching: the one
-//! atomic publish (snapshots, `MANIFEST`, `registry.json`) and the store's
-//! access modes.
+//! atomic publish (snapshots, `MANIFEST`, `registry.json`) and files created
+//! afresh. (The store directory's access modes are the command line's:
+//! `src/ops/sharing.rs` in the binary.)
 //!
 //! Invariants:
 //! - A published file appears whole or not at all: a temp file with an
@@ -15,13 +16,10 @@
 //!   removing whatever link sits at the name), and lock files are opened
 //!   relative to a folder opened without following links: nothing planted
 //!   in a shared folder makes agentlog write outside it.
-//! - A store directory is created 0700 (0750 when shared with its group);
-//!   the directory's mode is what keeps private messages private, so opening
-//!   a store whose directory others can enter warns.
 
-use std::fs::{DirBuilder, File, Permissions};
+use std::fs::{File, Permissions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// Why a publish failed; the previous file is untouched.
@@ -123,89 +121,6 @@ pub fn create_fresh(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// Who besides the owner may read a store.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Sharing {
-    /// Only the owner (directory 0700, files 0600).
-    #[default]
-    Private,
-    /// The owner and the directory's group, read-only (0750 / 0640).
-    Group,
-}
-
-impl Sharing {
-    /// The store directory's mode.
-    pub fn dir_mode(self) -> u32 {
-        match self {
-            Sharing::Private => 0o700,
-            Sharing::Group => 0o750,
-        }
-    }
-
-    /// The mode of files the store creates.
-    pub fn file_mode(self) -> u32 {
-        match self {
-            Sharing::Private => 0o600,
-            Sharing::Group => 0o640,
-        }
-    }
-}
-
-impl Sharing {
-    /// The sharing an existing store directory was set up for: its group
-    /// bits say whether it is shared.
-    pub fn of_dir(dir: &Path) -> Sharing {
-        match std::fs::metadata(dir) {
-            Ok(m) if m.permissions().mode() & 0o070 != 0 => Sharing::Group,
-            _ => Sharing::Private,
-        }
-    }
-
-    /// Makes this process create files and folders no more open than
-    /// `self` allows (umask 077, or 027 when shared with the group): the
-    /// log's segments, locks and snapshots then get 0600 / 0640 without each
-    /// writer naming a mode. For the command-line tool, which owns its
-    /// process; a library user keeps its own umask (the directory's mode
-    /// still guards the files).
-    pub fn restrict_process_umask(self) {
-        let mask = match self {
-            Sharing::Private => 0o077,
-            Sharing::Group => 0o027,
-        };
-        rustix::process::umask(rustix::fs::Mode::from_raw_mode(mask));
-    }
-}
-
-/// Creates the store directory `dir` (and missing parents, with default
-/// modes) with `sharing`'s mode, set exactly (not less the umask). An
-/// existing directory is left as it is.
-pub fn create_store_dir(dir: &Path, sharing: Sharing) -> std::io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)?;
-    }
-    match DirBuilder::new().mode(sharing.dir_mode()).create(dir) {
-        Ok(()) => std::fs::set_permissions(dir, Permissions::from_mode(sharing.dir_mode())),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// A warning when users other than the owner and its group can enter the
-/// store directory `dir` (and so read private messages), naming the fix.
-pub fn exposure_warning(dir: &Path) -> Option<String> {
-    let mode = std::fs::metadata(dir).ok()?.permissions().mode() & 0o777;
-    (mode & 0o007 != 0).then(|| {
-        format!(
-            "the store {} is open to every local user (mode {mode:04o}), so private \
-             messages are readable: chmod 700 it (750 to share with its group)",
-            dir.display()
-        )
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,22 +157,5 @@ mod tests {
         assert_eq!(std::fs::read(&victim).unwrap(), b"secret");
         assert!(!std::fs::symlink_metadata(&tmp).unwrap().is_symlink());
         assert_eq!(std::fs::read(&tmp).unwrap(), b"mine");
-    }
-
-    #[test]
-    fn store_dirs_are_private_or_group_shared() {
-        let root = tempfile::tempdir().unwrap();
-        for (sharing, mode) in [(Sharing::Private, 0o700), (Sharing::Group, 0o750)] {
-            let dir = root.path().join(format!("{mode:o}/store"));
-            create_store_dir(&dir, sharing).unwrap();
-            let got = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
-            assert_eq!(got, mode);
-            assert!(exposure_warning(&dir).is_none());
-        }
-        let open = root.path().join("open");
-        std::fs::create_dir(&open).unwrap();
-        std::fs::set_permissions(&open, Permissions::from_mode(0o755)).unwrap();
-        let w = exposure_warning(&open).unwrap();
-        assert!(w.contains("mode 0755") && w.contains("chmod 700"), "{w}");
     }
 }

@@ -36,7 +36,6 @@ pub enum LockMode {
 #[derive(Debug)]
 pub struct FileLock {
     file: File,
-    path: PathBuf,
 }
 
 impl FileLock {
@@ -115,12 +114,7 @@ impl FileLock {
                 LockMode::Exclusive => file.try_lock(),
             };
             match tried {
-                Ok(()) => {
-                    return Ok(FileLock {
-                        file,
-                        path: path.to_path_buf(),
-                    })
-                }
+                Ok(()) => return Ok(FileLock { file }),
                 Err(TryLockError::WouldBlock) => {}
                 Err(TryLockError::Error(e)) => return Err(io(e)),
             }
@@ -134,11 +128,6 @@ impl FileLock {
             std::thread::sleep(pause.min(timeout - waited));
             pause = (pause * 2).min(Duration::from_millis(20));
         }
-    }
-
-    /// The lock file this guard holds.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -145,13 +145,12 @@ pub fn parse_request(line: &[u8], reply_lsn: u64) -> (ParsedRequest, Option<HotR
     let hot = conn::HotHeartbeat::decode(line).map(|hb| {
         let mut reply = Vec::new();
         hb.write_ok(reply_lsn, &mut reply);
-        let (id, name, pid, at, durable) = hb.parts();
         HotRequest {
-            id: id.clone(),
-            name: name.to_string(),
-            pid,
-            at,
-            durable,
+            id: hb.id.clone(),
+            name: hb.name.to_string(),
+            pid: hb.pid,
+            at: hb.at,
+            durable: hb.durable,
             reply,
         }
     });

@@ -57,21 +57,29 @@
 //! - [`model`], [`time`]: the agent's fields and timestamps shared by all.
 //!
 //! Private: `snapshot` (checkpoint files), `layout` (the store directory's
-//! file names; [`StoreLayout`] is public), `files` (atomic publish, store
-//! directory permissions), `fslock` and `telemetry` (the daemon's metrics).
-//! Not the library's API, hidden from these docs (public only because the
-//! `agentlog` binary, the benches or the tests are separate crates):
-//! `fuzzing` (the fuzz targets' entry
-//! points) and `internals` (engine internals the format tests, the benches
-//! and the binary's benchmark harness use). The benchmark harness itself is
-//! the binary's (`src/bench`, declared by `src/main.rs`).
+//! file names; [`StoreLayout`] is public), `files` (atomic publish, files
+//! created afresh), `fslock` and `telemetry` (the daemon's metrics).
 //!
-//! Cargo features: `cli` (default) is the binary's, with its command line
-//! and benchmark dependencies (clap, indicatif, tracing-subscriber, anyhow,
-//! ureq); `sqlite-baseline` (default) adds SQLite to `bench clients
-//! --compare`; `fault-injection` adds the log's test hooks
-//! (`LogOptions::faults`), which only the tests turn on. A library user takes
-//! `default-features = false`.
+//! Tooling is not the library's API and is compiled only with its cargo
+//! feature (unstable, hidden from these docs even then):
+//! `agentlog::internals` (feature `internals`) re-exports engine internals
+//! for the format tests, the benches and the binary's benchmark harness:
+//! record, segment and seal encodings, snapshot files, the lock, the
+//! daemon's wire parsing, the bare-copy bound of an append, reaping a child
+//! with its peak RSS. `agentlog::fuzzing` (feature `fuzzing`) holds the fuzz
+//! targets' in-memory entry points. The benchmark harness itself and the
+//! command line's operations are the binary's (`src/bench`, `src/cli`,
+//! `src/ops`, declared by `src/main.rs`).
+//!
+//! Cargo features: `cli` (default) is the binary's: its command line and
+//! benchmark dependencies (clap, indicatif, tracing-subscriber, anyhow,
+//! ureq) and `internals`; `sqlite-baseline` (default) adds SQLite to `bench
+//! clients --compare`; `internals` and `fuzzing` are the tooling above;
+//! `fault-injection` adds the log's test hooks (`LogOptions::faults`). The
+//! tests and benches turn on `fault-injection`, `internals` and `fuzzing`
+//! (the dev-dependency on this package), the fuzz crate (`tests/fuzz`)
+//! `fuzzing` and `internals`. A library user takes
+//! `default-features = false`: the API these docs show.
 //!
 //! `unsafe` is denied everywhere but `log::mmap`, which holds the map, the
 //! FIEMAP ioctl and `wait4`, each with its safety argument.
@@ -99,8 +107,9 @@ mod layout;
 mod snapshot;
 mod telemetry;
 
-// Not the library's API (see "Layout").
+// Tooling, not the library's API (see "Layout").
 /// Entry points for the fuzz targets: not a stable API (see the module).
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 
@@ -123,30 +132,40 @@ pub use time::Timestamp;
 /// Engine internals for the format tests, the fuzz targets, the benches and
 /// the `agentlog` binary's benchmark harness: the record and segment
 /// encodings, the bare-copy speed bound of an append (it owns a map, whose
-/// `unsafe` lives in the log), seal footers, snapshot files, the store directory's files and
-/// lock, the daemon's wire parsing, and reaping a child with its peak RSS.
-/// **Not a stable API**; hidden from the docs.
+/// `unsafe` lives in the log), seal footers, snapshot files, creating a
+/// file afresh, the lock, the daemon's wire parsing, and reaping a child
+/// with its peak RSS. Only with the `internals` feature (which `cli` turns
+/// on). **Not a stable API**; hidden from the docs.
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod internals {
     pub use crate::log::bound::CopyBound;
+    pub use crate::log::mmap::{wait_child, ChildUsage};
     pub use crate::log::record::{
         checksum, encode_record, parse_at, record_size, Parsed, CONT, LEN_MASK,
     };
     pub use crate::log::seal::{data_crc, footer_offset, SealFooter, SEAL_FOOTER};
     pub use crate::log::segment::{SegHeader, SEG_HDR};
-    pub use crate::log::{wait_child, ChildUsage};
 
     /// Snapshot files (`snapshots/*.snap`): FORMAT.md, "Snapshots".
     pub mod snapshot {
         pub use crate::snapshot::{
-            file_name, list, load_newest, load_newest_upto, write, Loaded, SkipReason,
-            SnapshotError, SnapshotInfo, FORMAT_VERSION, HEADER_LEN, MAGIC,
+            file_name, list, load_newest_upto, write, Loaded, SkipReason, SnapshotError,
+            SnapshotInfo, FORMAT_VERSION, HEADER_LEN, MAGIC,
         };
+
+        /// The newest usable snapshot in `dir`, however new (the store
+        /// itself always bounds it by the log's end: `load_newest_upto`).
+        pub fn load_newest<T: serde::de::DeserializeOwned>(
+            dir: &std::path::Path,
+        ) -> Result<Option<Loaded<T>>, SnapshotError> {
+            load_newest_upto(dir, u64::MAX)
+        }
     }
 
-    /// Creating store directories and files with the store's permissions.
+    /// Creating a file afresh, never through a planted link.
     pub mod files {
-        pub use crate::files::{create_fresh, create_store_dir, exposure_warning, Sharing};
+        pub use crate::files::create_fresh;
     }
 
     /// The advisory file lock the store and the export publish take.

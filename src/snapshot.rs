@@ -190,15 +190,10 @@ pub fn list(dir: &Path) -> Result<Vec<SnapshotInfo>> {
     Ok(out)
 }
 
-/// Loads the newest snapshot in `dir` that is intact and decodes as `T`,
-/// skipping (with a warning) every newer one that is not. `None` when there is
-/// no usable snapshot: the caller folds the whole log.
-pub fn load_newest<T: DeserializeOwned>(dir: &Path) -> Result<Option<Loaded<T>>> {
-    load_newest_upto(dir, u64::MAX)
-}
-
-/// [`load_newest`] among the snapshots covering no LSN beyond `max_lsn`
-/// (newer files are not read).
+/// Loads the newest snapshot in `dir` covering no LSN beyond `max_lsn` that
+/// is intact and decodes as `T`, skipping (with a warning) every newer one
+/// that is not; newer files are not read. `None` when there is no usable
+/// snapshot: the caller folds the whole log.
 pub fn load_newest_upto<T: DeserializeOwned>(
     dir: &Path,
     max_lsn: u64,

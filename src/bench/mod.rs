@@ -1,6 +1,6 @@
 //! The benchmark harness: what `agentlog bench …` runs. It is the binary's
-//! tooling, not library API: it uses the library's public API and its hidden
-//! `agentlog::internals`, and the cargo benches that need it include this
+//! tooling, not library API: it uses the library's public API and
+//! `agentlog::internals` (feature `internals`, which `cli` turns on), and the cargo benches that need it include this
 //! directory by path (`benches/heartbeat_harness.rs`).
 //!
 //! Every figure this module reports was measured in the same process run that

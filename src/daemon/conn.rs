@@ -340,12 +340,12 @@ where
 }
 
 pub struct HotHeartbeat<'a> {
-    id: Value,
-    name: Cow<'a, str>,
-    pid: Option<u32>,
-    at: Option<Timestamp>,
+    pub(crate) id: Value,
+    pub(crate) name: Cow<'a, str>,
+    pub(crate) pid: Option<u32>,
+    pub(crate) at: Option<Timestamp>,
     /// Answered only once an fsync covers it ([`Held`]).
-    durable: bool,
+    pub(crate) durable: bool,
 }
 
 impl<'a> HotHeartbeat<'a> {
@@ -367,11 +367,6 @@ impl<'a> HotHeartbeat<'a> {
             at,
             durable: p.durable == Some(true),
         })
-    }
-
-    /// What was decoded: id, agent name, pid, event time, durable.
-    pub(crate) fn parts(&self) -> (&Value, &str, Option<u32>, Option<Timestamp>, bool) {
-        (&self.id, &self.name, self.pid, self.at, self.durable)
     }
 
     /// Writes the success reply for `lsn`:

@@ -1,7 +1,7 @@
 //! The only `unsafe` code of agentlog: memory maps of segment files, the
 //! raw syscalls the log needs (`fallocate`, the `FIEMAP` ioctl), and `wait4`
 //! for `bench cli` (a child's peak RSS; std and rustix offer no rusage of
-//! one child).
+//! one child; only with the `internals` feature).
 //!
 //! # Safety argument
 //!
@@ -197,6 +197,9 @@ pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
 }
 
 /// What `wait4` says about a reaped child.
+// Only `bench cli` (the binary's harness, through `agentlog::internals`)
+// reaps children; its `unsafe` has to live here.
+#[cfg(feature = "internals")]
 #[derive(Debug, Clone, Copy)]
 pub struct ChildUsage {
     pub status: i32,
@@ -208,6 +211,7 @@ pub struct ChildUsage {
 
 /// Reaps child `pid` (blocking, retrying on EINTR) and returns its wait
 /// status, peak RSS and CPU time.
+#[cfg(feature = "internals")]
 pub fn wait_child(pid: u32) -> io::Result<ChildUsage> {
     let mut status: libc::c_int = 0;
     // SAFETY: `rusage` is plain integers and timevals, for which all-zero

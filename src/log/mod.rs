@@ -16,13 +16,15 @@
 //! `sync` (briefly, at rotation). The group-commit leader takes `writer`
 //! only while holding no other lock, so waiting on `sync` never blocks appends.
 
+// A benchmark's yardstick, not part of the engine: only with `internals`.
+#[cfg(feature = "internals")]
 pub(crate) mod bound;
 mod compaction;
 mod error;
 mod lock;
 mod manifest;
 #[allow(unsafe_code)] // the one module that may (see its safety arguments)
-mod mmap;
+pub(crate) mod mmap; // `crate::internals` re-exports its `wait_child`
 mod open;
 mod poison;
 mod reader;
@@ -50,8 +52,6 @@ pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
 
 pub use view::{LogIter, LogView, RecordRef};
 
-#[doc(hidden)] // for `crate::internals`
-pub use mmap::{wait_child, ChildUsage};
 pub(crate) use open::list_live;
 
 use record::{encode_header, hasher_for, record_size, CONT, MAX_PAYLOAD, REC_HDR};

@@ -190,7 +190,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
         command_durability: Durability::Lazy,
         ..StoreOptions::default()
     };
-    agentlog::internals::files::create_store_dir(dir, agentlog::internals::files::Sharing::Private)
+    super::sharing::create_store_dir(dir, super::sharing::Sharing::Private)
         .map_err(|e| OpsError::io(dir, e))?;
     let store = Store::open(dir, store_opts)?;
     let (counts, end, featured) = simulate(&store, opts)?;

@@ -21,6 +21,7 @@ pub mod audit;
 pub mod demo;
 pub mod describe;
 pub mod inbox;
+pub mod sharing;
 pub mod stats;
 
 use agentlog::log::{self, LogError, LogReader, Lsn, VerifyReport};
@@ -104,7 +105,7 @@ pub fn require_store(dir: &Path) -> Result<()> {
                     dir.display()
                 )))
             } else if StoreLayout::new(dir).exists() {
-                if let Some(w) = agentlog::internals::files::exposure_warning(dir) {
+                if let Some(w) = sharing::exposure_warning(dir) {
                     tracing::warn!("{w}");
                 }
                 Ok(())
@@ -324,15 +325,14 @@ pub struct Initialized {
 pub fn init(
     dir: &Path,
     max_messages: Option<usize>,
-    sharing: agentlog::internals::files::Sharing,
+    sharing: sharing::Sharing,
 ) -> Result<Initialized> {
     let existed = StoreLayout::new(dir).exists();
     if dir.exists() && !dir.is_dir() {
         return Err(OpsError::NotADirectory(dir.to_path_buf()));
     }
     if !dir.exists() {
-        agentlog::internals::files::create_store_dir(dir, sharing)
-            .map_err(|e| OpsError::io(dir, e))?;
+        sharing::create_store_dir(dir, sharing).map_err(|e| OpsError::io(dir, e))?;
     }
     if let Some(n) = max_messages {
         let current = agentlog::store::config::max_messages(dir)?;
@@ -402,11 +402,8 @@ pub fn salvage(dir: &Path, out: &Path) -> Result<log::SalvageReport> {
             )));
         }
     }
-    agentlog::internals::files::create_store_dir(
-        out,
-        agentlog::internals::files::Sharing::of_dir(dir),
-    )
-    .map_err(|e| OpsError::io(out, e))?;
+    sharing::create_store_dir(out, sharing::Sharing::of_dir(dir))
+        .map_err(|e| OpsError::io(out, e))?;
     let io = |e| OpsError::io(&marker, e);
     agentlog::internals::files::create_fresh(&marker)
         .and_then(|f| f.sync_all())

@@ -1,7 +1,7 @@
 //! `agentlog init`: create an empty store (or report the existing one).
 
 use crate::cli::output::{self, Ui, W};
-use agentlog::internals::files::Sharing;
+use crate::ops::sharing::Sharing;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;

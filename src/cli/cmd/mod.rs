@@ -37,7 +37,7 @@ pub mod watch;
 use super::args::{Cli, Command};
 use super::open::{set_lock_timeout, store_dir};
 use super::output::{self, Ui, W};
-use agentlog::internals::files::Sharing;
+use crate::ops::sharing::Sharing;
 use anyhow::Result;
 use serde_json::json;
 use std::io::Write;
