@@ -4,7 +4,7 @@
 //!
 //! Invariants:
 //! * **Keep rule.** A record at LSN `l <= L` survives iff
-//!   [`Kept::keeps`] says so for the retention of the state at `L` (agent
+//!   [`Kept::keeps`](crate::registry::Kept::keeps) says so for the retention of the state at `L` (agent
 //!   events of retained agents, posts of retained messages, read receipts of a
 //!   retained reader naming at least one retained message, session events of
 //!   retained sessions), except that a *heartbeat run* — consecutive

@@ -326,7 +326,7 @@ pub fn publish(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Atomically replaces `path` with `bytes` while holding both registry locks.
 /// On error the previous file is untouched. A `path` that is a folder, or a
-/// symbolic link (see [`crate::files::publish_atomic`]), is refused before any
+/// symbolic link (see `files::publish_atomic`), is refused before any
 /// lock file is created.
 pub fn publish_with(path: &Path, bytes: &[u8], opts: &PublishOptions) -> Result<()> {
     let dir = parent_dir(path);

@@ -9,13 +9,13 @@
 //! other command is `Durable` by default. Every command takes an optional
 //! explicit event time (default: the clock). `Store` is `Send + Sync`.
 //!
-//! Checkpoints ([`checkpoint`]): `open` resumes from the newest trusted
+//! Checkpoints (`checkpoint`): `open` resumes from the newest trusted
 //! snapshot in `<dir>/snapshots/`; a background thread snapshots every N
 //! events or T seconds (and exports `registry.json` with each snapshot when
 //! configured), `close` snapshots (a short-lived store without the thread,
 //! [`StoreOptions::short_lived`]: only when a trigger is due), and
 //! [`Store::snapshot`] does it on demand.
-//! Export and import of schema-v4 `registry.json` live in [`interop`].
+//! Export and import of schema-v4 `registry.json` live in `interop`.
 
 use crate::layout::StoreLayout;
 use crate::log::{Durability, Log, LogOptions, LogView, RecoveryReport};
@@ -244,7 +244,7 @@ fn now_or(at: Option<Timestamp>) -> Timestamp {
 
 impl Store {
     /// Opens (or creates) the store in `dir`: recovers the log, resumes from
-    /// the newest trusted snapshot (see [`checkpoint`]) and folds the log
+    /// the newest trusted snapshot (see `checkpoint`) and folds the log
     /// after it. [`Store::open_report`] tells what was used.
     pub fn open(dir: &Path, mut opts: StoreOptions) -> StoreResult<Store> {
         apply_config(dir, &mut opts)?;

@@ -37,7 +37,7 @@ pub const STALE_AFTER: Duration = Duration::from_secs(3);
 /// What a replica knows about its contact with the stream's quorum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Staleness {
-    /// No quorum reached for [`STALE_AFTER`]: reads may be behind.
+    /// No quorum reached for `STALE_AFTER`: reads may be behind.
     pub stale: bool,
     /// When the replica was marked stale (`None` while fresh).
     pub stale_since: Option<Timestamp>,

@@ -5,7 +5,7 @@
 //! A [`ClusterNode`] owns a local [`Store`] and a connection to the
 //! cluster. Invariants:
 //! * the local log is a prefix of the stream, LSN = stream sequence, with
-//!   `Purged` fillers where compaction deleted a sequence ([`mirror`]); every write goes through the stream, never
+//!   `Purged` fillers where compaction deleted a sequence (`mirror`); every write goes through the stream, never
 //!   straight into the local store;
 //! * a command is validated against the folded state and published with
 //!   `Nats-Expected-Last-Subject-Sequence` = the last sequence of its subject
@@ -18,10 +18,10 @@
 //! * every durable publish carries a `Nats-Msg-Id` kept across its retries,
 //!   so a publish retried after a lost ack is stored once;
 //! * lazy heartbeats are coalesced per host into one message per few
-//!   milliseconds ([`heartbeats`]), published asynchronously with a bounded
+//!   milliseconds (`heartbeats`), published asynchronously with a bounded
 //!   number of batches in flight (back-pressure past it);
 //! * compaction runs on the stream, one host at a time, behind a marker
-//!   whose fold removes what it deletes ([`compact`]).
+//!   whose fold removes what it deletes (`compact`).
 
 mod compact;
 mod heartbeats;

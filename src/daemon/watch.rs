@@ -18,11 +18,11 @@
 //! replica's placeholders for sequences the stream's compaction deleted)
 //! are not sent unless asked for by kind: a local log has no such records.
 //!
-//! With `latest` ([`latest`]) nothing is read from the log: the producer
+//! With `latest` (`latest`) nothing is read from the log: the producer
 //! sends the rows that changed in the served state, at most once per
-//! [`latest::TICK`].
+//! `latest::TICK`.
 //!
-//! A waiting `read` ([`read_when_mail`]) rides on the same commit signal:
+//! A waiting `read` (`read_when_mail`) rides on the same commit signal:
 //! it checks the served state for unread mail after each commit and answers
 //! when there is some or its time is up, holding no thread meanwhile.
 

@@ -141,7 +141,7 @@ pub struct Flag {
 }
 
 /// A flag with no help text.
-pub const fn flag(order: usize, value_name: &'static str) -> Flag {
+const fn flag(order: usize, value_name: &'static str) -> Flag {
     Flag {
         order,
         value_name,
@@ -150,7 +150,7 @@ pub const fn flag(order: usize, value_name: &'static str) -> Flag {
 }
 
 /// A flag with help text.
-pub const fn flag_help(order: usize, value_name: &'static str, help: &'static str) -> Flag {
+const fn flag_help(order: usize, value_name: &'static str, help: &'static str) -> Flag {
     Flag {
         order,
         value_name,

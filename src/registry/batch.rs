@@ -13,9 +13,9 @@ use super::codec::{
 use super::events::tag;
 use crate::time::Timestamp;
 
-/// The entries of a heartbeat batch being built ([`EventKind::HeartbeatBatch`]):
-/// each appended as the bincode of one [`BatchedHeartbeat`], hand-written
-/// for the heartbeat hot path (tested against [`encode`]).
+/// The entries of a heartbeat batch being built ([`EventKind::HeartbeatBatch`](super::EventKind::HeartbeatBatch)):
+/// each appended as the bincode of one [`BatchedHeartbeat`](super::BatchedHeartbeat), hand-written
+/// for the heartbeat hot path (tested against [`encode`](super::encode)).
 #[derive(Debug, Default)]
 pub struct HeartbeatBatchBuilder {
     entries: Vec<u8>,
