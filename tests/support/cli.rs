@@ -280,14 +280,14 @@ pub fn append_events(dir: &Path, events: &[agentlog::registry::Event]) {
         flush_interval: None,
         ..Default::default()
     };
-    // As `init` makes it: private (an open store draws a warning).
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    // As `init` makes it: private (an open store draws a warning); an
+    // existing directory keeps its mode.
+    use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
         .expect("store dir");
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod 700");
     let (log, _) = Log::open(&dir.join("log"), opts).expect("open log");
     for e in events {
         log.append(&agentlog::registry::encode(e), Durability::Lazy)
