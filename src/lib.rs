@@ -134,7 +134,7 @@ pub mod internals {
     };
     pub use crate::log::seal::{data_crc, footer_offset, SealFooter, SEAL_FOOTER};
     pub use crate::log::segment::{SegHeader, SEG_HDR};
-    pub use crate::log::{wait_child, ChildUsage};
+    pub use crate::log::{die_with_spawning_thread, wait_child, ChildUsage};
 
     /// Snapshot files (`snapshots/*.snap`): FORMAT.md, "Snapshots".
     pub mod snapshot {

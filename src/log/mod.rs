@@ -51,7 +51,7 @@ pub use verify::{salvage, verify, BadRecord, SalvageReport, VerifyReport};
 pub use view::{LogIter, LogView, RecordRef};
 
 #[doc(hidden)] // for `crate::internals`
-pub use mmap::{wait_child, ChildUsage};
+pub use mmap::{die_with_spawning_thread, wait_child, ChildUsage};
 pub(crate) use open::list_live;
 
 use record::{encode_header, hasher_for, record_size, CONT, MAX_PAYLOAD, REC_HDR};

@@ -7,6 +7,8 @@
 //! mark clears, the waiting write is stored once, and writes resume. Every
 //! wait is a condition polled against a deadline.
 
+use super::daemon::at;
+use crate::support::cli::register_args;
 use crate::support::cluster::NatsCluster;
 use crate::support::daemon::{Conn, Daemon, Store};
 use serde_json::{json, Value};
@@ -38,10 +40,6 @@ fn replica(store: &Store) -> Value {
     call(store, "hello", json!({}))["result"]["replica"].clone()
 }
 
-fn at(secs: u64) -> String {
-    format!("2030-01-01T00:{:02}:{:02}Z", secs / 60, secs % 60)
-}
-
 #[test]
 fn a_replica_without_quorum_is_marked_stale_and_recovers() {
     let mut nats = NatsCluster::start(3);
@@ -61,18 +59,13 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
         })
         .collect();
     let (h0, h1) = (&hosts[0].0, &hosts[1].0);
-    h0.ok(&[
-        "register",
+    h0.ok(&register_args(
         "w1",
-        "--provider",
         "claude",
-        "--cwd",
         "/w",
-        "--pid",
-        "100",
-        "--at",
         &at(1),
-    ]);
+        &["--pid", "100"],
+    ));
     for h in [h0, h1] {
         poll("w1 on both hosts", Duration::from_secs(20), || {
             let got = call(h, "get", json!({"name": "w1"}));
