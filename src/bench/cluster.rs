@@ -637,7 +637,8 @@ mod tests {
         // Durable commands that no host saw arrive: no visibility to report.
         let e = durable(&ds).unwrap_err();
         assert!(e.to_string().contains("visibility"), "{e}");
-        let d = durable(&[drain(2_000_000_000, &[5_000, 9_000]), drain(0, &[7_000])]).unwrap();
+        let ds = [drain(2_000_000_000, &[5_000, 9_000]), drain(0, &[7_000])];
+        let d = durable(&ds).unwrap();
         let v = d.visibility.unwrap();
         assert_eq!(v.count, 3);
         assert!(v.p50_us > 6.0 && v.p50_us < 8.0, "{v:?}");

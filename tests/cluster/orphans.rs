@@ -45,7 +45,8 @@ fn a_sigkilled_test_process_leaves_no_nats_server_running() {
         out.lines()
             .map_while(Result::ok)
             .find_map(|l| {
-                let pids = l.strip_prefix("PIDS ")?.split(' ');
+                // libtest prints the test's name on the same line first.
+                let pids = l.split_once("PIDS ")?.1.split(' ');
                 Some(pids.map(|p| p.parse().unwrap()).collect())
             })
             .expect("the child prints its servers' pids"),
