@@ -20,17 +20,18 @@ use agentlog::store::{ReadOnlyStore, Store, StoreOptions, Waited};
 use agentlog::time::Timestamp;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const T0: Timestamp = Timestamp(1_796_040_000_000);
 
-fn wake(c: &mut Criterion) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().to_path_buf();
+/// Opens (creating) the store in `dir` with agents `a` and `b` registered
+/// at [`T0`], through the library's own `register`.
+fn store_of_two(dir: &Path) -> Store {
     let store = Store::open(
-        &dir,
+        dir,
         StoreOptions {
             command_durability: Durability::Lazy,
             snapshot_every_events: 0,
@@ -44,6 +45,13 @@ fn wake(c: &mut Criterion) {
             .register(Registration::new(name, "claude", "/w"), Some(T0))
             .unwrap();
     }
+    store
+}
+
+fn wake(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let store = store_of_two(&dir);
     let now = T0.add_secs(60);
     let mut g = c.benchmark_group("read_wait");
     g.sample_size(30);
@@ -93,32 +101,11 @@ struct Served {
 }
 
 impl Served {
-    fn start(at: &str) -> Served {
+    /// A store made by [`store_of_two`] (closed before the daemon opens it).
+    fn start() -> Served {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("store");
-        let cli = |args: &[&str]| {
-            let out = Command::new(env!("CARGO_BIN_EXE_agentlog"))
-                .arg("--dir")
-                .arg(&dir)
-                .args(args)
-                .env_remove("AGENTLOG_DIR")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{out:?}");
-        };
-        cli(&["init"]);
-        for name in ["a", "b"] {
-            cli(&[
-                "register",
-                name,
-                "--provider",
-                "claude",
-                "--cwd",
-                "/w",
-                "--at",
-                at,
-            ]);
-        }
+        drop(store_of_two(&dir));
         let daemon = Command::new(env!("CARGO_BIN_EXE_agentlog"))
             .arg("--dir")
             .arg(&dir)
@@ -154,7 +141,7 @@ impl Drop for Served {
 /// the read itself (the page and its durable read receipt).
 fn wake_through_daemon(c: &mut Criterion) {
     let at = T0.add_secs(60).to_string();
-    let served = Served::start(&T0.to_string());
+    let served = Served::start();
     let mut control = Client::connect(&served.dir).unwrap();
     let mut g = c.benchmark_group("read_wait");
     g.sample_size(30);

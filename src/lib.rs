@@ -140,7 +140,7 @@ pub use time::Timestamp;
 #[doc(hidden)]
 pub mod internals {
     pub use crate::log::bound::CopyBound;
-    pub use crate::log::mmap::{wait_child, ChildUsage};
+    pub use crate::log::mmap::{die_with_spawning_thread, wait_child, ChildUsage};
     pub use crate::log::record::{
         checksum, encode_record, parse_at, record_size, Parsed, CONT, LEN_MASK,
     };

@@ -18,6 +18,7 @@ mod cluster {
     mod heartbeats;
     mod host_probe;
     mod nats_kill;
+    mod orphans;
     mod races;
     mod replica_watch;
     mod stale;

@@ -151,16 +151,22 @@ fn run_err(e: impl std::fmt::Display) -> BenchError {
     BenchError::Run(e.to_string())
 }
 
-/// The share of this host's agents that worker `w` of `workers` writes.
-fn share(spec: &HostSpec, w: usize, workers: usize) -> Vec<String> {
+/// The indices of the agents that worker `w` of `workers` on this host
+/// writes: the fleet's agents dealt over every host's workers.
+fn share_of(spec: &HostSpec, w: usize, workers: usize) -> Vec<usize> {
     agents_of(
         w * spec.hosts + spec.host,
         workers * spec.hosts,
         spec.agents,
     )
-    .into_iter()
-    .map(agent_name)
-    .collect()
+}
+
+/// The names of [`share_of`].
+fn share(spec: &HostSpec, w: usize, workers: usize) -> Vec<String> {
+    share_of(spec, w, workers)
+        .into_iter()
+        .map(agent_name)
+        .collect()
 }
 
 /// Workers of `phase`: never more than this host has agents.
@@ -517,11 +523,7 @@ fn etcd_setup(spec: &HostSpec, url: &str) -> Result<(Vec<i64>, u64)> {
     let workers = workers_of(spec, Phase::Durable);
     let threads: Vec<_> = (0..workers)
         .map(|w| {
-            let indices = agents_of(
-                w * spec.hosts + spec.host,
-                workers * spec.hosts,
-                spec.agents,
-            );
+            let indices = share_of(spec, w, workers);
             let url = url.to_string();
             std::thread::spawn(move || {
                 let c = EtcdClient::new(&url);
@@ -564,11 +566,7 @@ fn etcd_phase(
     let me = spec.host;
     let threads: Vec<_> = (0..workers)
         .map(|w| {
-            let indices = agents_of(
-                w * spec.hosts + spec.host,
-                workers * spec.hosts,
-                spec.agents,
-            );
+            let indices = share_of(spec, w, workers);
             let (url, leases) = (url.to_string(), leases.clone());
             std::thread::spawn(move || {
                 let c = EtcdClient::new(&url);

@@ -8,7 +8,9 @@
 //! [`NatsCluster::kill`] and [`NatsCluster::restart`], so a restarted member
 //! rejoins as itself; every running member is SIGKILLed and reaped when the
 //! cluster drops, before the caller removes the directory holding their
-//! data; a binary is found through its environment variable or `PATH`, and
+//! data, and SIGKILLed by the kernel when the thread that started it exits
+//! (a test process killed outright runs no `Drop`), so a cluster stays on
+//! the thread that started it; a binary is found through its environment variable or `PATH`, and
 //! its absence is an error naming both.
 
 // The benches use the lookup and readiness, the tests also kill and restart.
@@ -177,7 +179,8 @@ impl NatsCluster {
                 .open(&m.log)
                 .map_err(|e| format!("cannot open {}: {e}", m.log.display()))
         };
-        let child = Command::new(&self.binary)
+        let mut cmd = Command::new(&self.binary);
+        let child = agentlog::internals::die_with_spawning_thread(&mut cmd)
             .args(["-js", "-a", "127.0.0.1", "-n", &m.name])
             .args(["-p", &m.client_port.to_string()])
             .arg("-sd")

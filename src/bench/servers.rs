@@ -78,7 +78,9 @@ impl Cluster {
         let err = file
             .try_clone()
             .map_err(|e| BenchError::io("cannot reopen", &log, e))?;
-        let child = cmd
+        // Killed with the thread that starts it (`bench cluster`'s main
+        // thread), also when the harness is SIGKILLed.
+        let child = agentlog::internals::die_with_spawning_thread(&mut cmd)
             .stdin(Stdio::null())
             .stdout(file)
             .stderr(err)

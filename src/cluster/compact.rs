@@ -33,7 +33,7 @@
 //! A dry run (`opts.dry_run`) catches the mirror up to the stream and
 //! plans, taking no lock and publishing nothing.
 
-use super::{nats_err, ClusterError, ClusterNode, ClusterResult, SweepLease};
+use super::{nats_err, ClusterError, ClusterNode, ClusterResult, LeaseKey, SweepLease};
 use crate::compact::{CompactOptions, CompactionReport};
 use crate::registry::codec::{self, Origin};
 use crate::registry::{tag, Event, EventKind, Lsn, SessionKey};
@@ -139,9 +139,15 @@ impl ClusterNode {
             return Ok(report);
         }
         let o = &self.opts;
-        let lock =
-            SweepLease::compaction_lock(&self.js, &o.fleet, &o.host_id, LOCK_TTL, o.replicas)
-                .await?;
+        let lock = SweepLease::open(
+            &self.js,
+            &o.fleet,
+            &o.host_id,
+            LeaseKey::Compactor,
+            LOCK_TTL,
+            o.replicas,
+        )
+        .await?;
         if !lock.acquire_or_renew().await? {
             let holder = lock
                 .holder()

@@ -14,10 +14,6 @@ use async_nats::jetstream::{self, kv};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The sweeper's key in the bucket.
-const SWEEPER: &str = "sweeper";
-/// The key a host holds while it compacts the stream.
-const COMPACTOR: &str = "compactor";
 /// How long a lease handle waits for its bucket to answer at open.
 const READY_WITHIN: Duration = Duration::from_secs(10);
 
@@ -38,38 +34,39 @@ impl std::fmt::Debug for SweepLease {
     }
 }
 
+/// Which of the fleet's two leases a handle takes: each is a key of the
+/// same bucket, taken and kept the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseKey {
+    /// Who sweeps (docs/scaling.md §7).
+    Sweeper,
+    /// Who compacts the stream, for the length of one compaction
+    /// (docs/scaling.md §6).
+    Compactor,
+}
+
+impl LeaseKey {
+    /// The key in the bucket.
+    fn key(self) -> &'static str {
+        match self {
+            LeaseKey::Sweeper => "sweeper",
+            LeaseKey::Compactor => "compactor",
+        }
+    }
+}
+
 impl SweepLease {
     /// Opens (creating if absent) the bucket `agentlog_<fleet>_lease` with
-    /// `ttl` as its keys' lifetime.
+    /// `ttl` as its keys' lifetime, for the lease `which`.
     pub async fn open(
         js: &jetstream::Context,
         fleet: &str,
         host: &str,
+        which: LeaseKey,
         ttl: Duration,
         replicas: usize,
     ) -> ClusterResult<SweepLease> {
-        Self::open_key(js, fleet, host, ttl, replicas, SWEEPER).await
-    }
-
-    /// The compaction lock of the fleet (same bucket, its own key).
-    pub async fn compaction_lock(
-        js: &jetstream::Context,
-        fleet: &str,
-        host: &str,
-        ttl: Duration,
-        replicas: usize,
-    ) -> ClusterResult<SweepLease> {
-        Self::open_key(js, fleet, host, ttl, replicas, COMPACTOR).await
-    }
-
-    async fn open_key(
-        js: &jetstream::Context,
-        fleet: &str,
-        host: &str,
-        ttl: Duration,
-        replicas: usize,
-        key: &'static str,
-    ) -> ClusterResult<SweepLease> {
+        let key = which.key();
         let bucket = format!("agentlog_{fleet}_lease");
         let kv = match js.get_key_value(&bucket).await {
             Ok(kv) => kv,

@@ -37,7 +37,7 @@ mod sweep;
 
 pub use compact::{StreamCompaction, MARKER_HEADROOM};
 pub use heartbeats::{BatchLimits, HeartbeatTicket};
-pub use lease::SweepLease;
+pub use lease::{LeaseKey, SweepLease};
 pub use liveness::Staleness;
 pub use mirror::Folded;
 pub use stages::DurableStages;

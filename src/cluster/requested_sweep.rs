@@ -5,7 +5,7 @@
 //! it (through the daemon's own handle or not); held by another host, the
 //! sweep is refused, naming it: that host sweeps.
 
-use super::{ClusterError, ClusterNode, ClusterResult, SweepLease};
+use super::{ClusterError, ClusterNode, ClusterResult, LeaseKey, SweepLease};
 use crate::registry::codec::Origin;
 use crate::registry::{Event, Lsn};
 use crate::store::StoreError;
@@ -25,7 +25,15 @@ impl ClusterNode {
         now: Timestamp,
     ) -> ClusterResult<Vec<(Lsn, Event)>> {
         let o = &self.opts;
-        let lease = SweepLease::open(&self.js, &o.fleet, &o.host_id, LEASE_TTL, o.replicas).await?;
+        let lease = SweepLease::open(
+            &self.js,
+            &o.fleet,
+            &o.host_id,
+            LeaseKey::Sweeper,
+            LEASE_TTL,
+            o.replicas,
+        )
+        .await?;
         if !lease.acquire_or_renew().await? {
             let holder = lease
                 .holder()

@@ -25,7 +25,9 @@
 
 use super::server::Shared;
 use super::{ErrorReply, ServeError, ServeResult};
-use crate::cluster::{ClusterError, ClusterNode, ClusterOptions, HeartbeatTicket, SweepLease};
+use crate::cluster::{
+    ClusterError, ClusterNode, ClusterOptions, HeartbeatTicket, LeaseKey, SweepLease,
+};
 use crate::registry::codec::Origin;
 use crate::registry::Lsn;
 use crate::store::{CommandSink, Store, StoreError};
@@ -82,11 +84,18 @@ impl Replica {
         (node.store().set_command_sink(sink))
             .map_err(ServeError::store(format!("serving {dir} as a replica")))?;
         let lease_ttl = opts.lease_ttl;
-        let lease = SweepLease::open(node.jetstream(), &fleet, &host, lease_ttl, replicas)
-            .await
-            .map_err(ServeError::cluster(format!(
-                "opening the sweeper lease of fleet `{fleet}`"
-            )))?;
+        let lease = SweepLease::open(
+            node.jetstream(),
+            &fleet,
+            &host,
+            LeaseKey::Sweeper,
+            lease_ttl,
+            replicas,
+        )
+        .await
+        .map_err(ServeError::cluster(format!(
+            "opening the sweeper lease of fleet `{fleet}`"
+        )))?;
         Ok(Replica {
             node,
             lease,

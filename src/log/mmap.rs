@@ -1,7 +1,9 @@
 //! The only `unsafe` code of agentlog: memory maps of segment files, the
-//! raw syscalls the log needs (`fallocate`, the `FIEMAP` ioctl), and `wait4`
+//! raw syscalls the log needs (`fallocate`, the `FIEMAP` ioctl), `wait4`
 //! for `bench cli` (a child's peak RSS; std and rustix offer no rusage of
-//! one child; only with the `internals` feature).
+//! one child), and the `pre_exec` hook that ties a spawned server's life to
+//! its spawning thread (the servers of `bench cluster` and the tests); these
+//! two only with the `internals` feature.
 //!
 //! # Safety argument
 //!
@@ -239,6 +241,32 @@ pub fn wait_child(pid: u32) -> io::Result<ChildUsage> {
     }
 }
 
+/// Has the child that `cmd` spawns SIGKILLed when the *thread* that spawns
+/// it exits (`PR_SET_PDEATHSIG`), so a test or bench process killed with
+/// SIGKILL, which runs no `Drop` guard, leaves no server behind. The
+/// signal follows the spawning thread, not the process: spawn from a thread
+/// that outlives the child's guard (a test's own thread, the binary's main
+/// thread), never from a pool thread or a short-lived helper thread.
+#[cfg(feature = "internals")]
+pub fn die_with_spawning_thread(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before `exec`, where
+    // only async-signal-safe work is allowed: it makes two raw syscalls
+    // (prctl, getppid) through rustix, allocates nothing (the error is a
+    // bare errno) and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The parent died between fork and prctl: no signal will come.
+            if rustix::process::Pid::as_raw(rustix::process::getppid()) != parent {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        })
+    }
+}
+
 const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
 const FIEMAP_FLAG_SYNC: u32 = 1;
 const FIEMAP_EXTENT_LAST: u32 = 1;
@@ -306,4 +334,23 @@ pub(crate) fn written_ranges(file: &File, from: u64, to: u64) -> io::Result<Vec<
         }
     }
     Ok(out)
+}
+
+#[cfg(all(test, feature = "internals"))]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Command;
+
+    #[test]
+    fn a_child_is_killed_when_the_thread_that_spawned_it_exits() {
+        let spawner = std::thread::spawn(|| {
+            super::die_with_spawning_thread(Command::new("sleep").arg("60"))
+                .spawn()
+                .unwrap()
+        });
+        let mut child = spawner.join().unwrap();
+        // Without the death signal this waits out the sleep and exits 0.
+        let status = child.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    }
 }

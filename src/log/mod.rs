@@ -24,7 +24,7 @@ mod error;
 mod lock;
 mod manifest;
 #[allow(unsafe_code)] // the one module that may (see its safety arguments)
-pub(crate) mod mmap; // `crate::internals` re-exports its `wait_child`
+pub(crate) mod mmap; // `crate::internals` re-exports its `wait_child` and `die_with_spawning_thread`
 mod open;
 mod poison;
 mod reader;

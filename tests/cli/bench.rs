@@ -18,16 +18,12 @@ fn bench_heartbeats_reports_measured_figures_and_the_ratio() {
         "2",
         "--compare",
     ]);
-    for k in [
-        "events_per_s",
-        "p50_us",
-        "p99_us",
-        "p999_us",
-        "bytes_per_event",
-        "peak_rss_bytes",
-    ] {
-        assert!(doc[k].as_f64().unwrap() > 0.0, "{k}: {doc}");
-    }
+    // Every float figure (rates, latencies, sizes, the ratio) is measured,
+    // hence positive, as is the peak RSS (the report's field names are
+    // checked by src/bench/tests.rs).
+    let mut floats = doc.as_object().unwrap().values().filter(|v| v.is_f64());
+    assert!(floats.all(|v| v.as_f64().unwrap() > 0.0), "{doc}");
+    assert!(doc["peak_rss_bytes"].as_u64().unwrap() > 0, "{doc}");
     assert_eq!(doc["agents"], 200);
     assert_eq!(doc["writers"], 2);
     let main = doc["events_per_s"].as_f64().unwrap();

@@ -4,7 +4,7 @@
 
 use crate::support::cli;
 
-use crate::support::cli::Env;
+use crate::support::cli::{register_args, Env};
 
 const T0: &str = "2026-11-30T12:00:00Z";
 
@@ -16,32 +16,20 @@ fn at(hms: &str) -> String {
 fn fleet() -> Env {
     let env = Env::new();
     env.ok(&["init"]);
-    env.ok(&[
-        "register",
+    env.ok(&register_args(
         "alice",
-        "--provider",
         "claude",
-        "--cwd",
         "/repo",
-        "--pid",
-        "4242",
-        "--role",
-        "lead",
-        "--at",
         T0,
-    ]);
-    env.ok(&[
-        "register",
+        &["--pid", "4242", "--role", "lead"],
+    ));
+    env.ok(&register_args(
         "bob",
-        "--provider",
         "codex",
-        "--cwd",
         "/repo",
-        "--parent",
-        "alice",
-        "--at",
         &at("12:00:05"),
-    ]);
+        &["--parent", "alice"],
+    ));
     env
 }
 
@@ -56,18 +44,13 @@ fn commands_need_an_initialized_store() {
 #[test]
 fn register_heartbeat_status_update_remove() {
     let env = fleet();
-    let doc = env.json(&[
-        "register",
+    let doc = env.json(&register_args(
         "alice",
-        "--provider",
         "claude",
-        "--cwd",
         "/repo",
-        "--pid",
-        "4242",
-        "--at",
         &at("12:00:10"),
-    ]);
+        &["--pid", "4242"],
+    ));
     assert_eq!(doc["registration"], "renewal");
     assert_eq!(doc["lsn"], 3);
 
@@ -252,16 +235,7 @@ fn sessions_open_heartbeat_close() {
 fn sweep_expires_leases_and_audit_tells_the_story() {
     let env = Env::new();
     env.ok(&["init"]);
-    env.ok(&[
-        "register",
-        "w1",
-        "--provider",
-        "codex",
-        "--cwd",
-        "/r",
-        "--at",
-        T0,
-    ]);
+    env.ok(&register_args("w1", "codex", "/r", T0, &[]));
     for s in ["12:00:30", "12:01:00", "12:01:30"] {
         env.ok(&["heartbeat", "w1", "--at", &at(s)]);
     }
@@ -279,16 +253,7 @@ fn sweep_expires_leases_and_audit_tells_the_story() {
         .as_str()
         .unwrap()
         .contains("worker lease expired"));
-    env.ok(&[
-        "register",
-        "w1",
-        "--provider",
-        "codex",
-        "--cwd",
-        "/r",
-        "--at",
-        &at("12:06:00"),
-    ]);
+    env.ok(&register_args("w1", "codex", "/r", &at("12:06:00"), &[]));
 
     let doc = env.json(&["audit", "w1"]);
     let ev = doc["events"].as_array().unwrap();
@@ -341,16 +306,7 @@ fn snapshot_export_import_and_stats() {
     assert_eq!(doc["agents"][1]["status"], "busy");
 
     // A provider no existing reader accepts is left out of the export, named.
-    env.ok(&[
-        "register",
-        "odd",
-        "--provider",
-        "ollama",
-        "--cwd",
-        "/",
-        "--at",
-        &at("12:01:30"),
-    ]);
+    env.ok(&register_args("odd", "ollama", "/", &at("12:01:30"), &[]));
     let doc = env.json(&["export"]);
     assert_eq!(doc["rows"], 2);
     assert_eq!(doc["skipped"][0]["name"], "odd");

@@ -7,7 +7,7 @@
 
 use crate::support::cli;
 
-use crate::support::cli::{bin, Env, Run};
+use crate::support::cli::{bin, register_args, Env, Run};
 use std::process::Stdio;
 
 const NOW: &str = "2026-11-30T12:00:00Z";
@@ -43,16 +43,7 @@ fn two_agents() -> Env {
     let env = Env::new();
     env.ok(&["init"]);
     for name in ["alice", "bob"] {
-        env.ok(&[
-            "register",
-            name,
-            "--provider",
-            "codex",
-            "--cwd",
-            "/r",
-            "--at",
-            NOW,
-        ]);
+        env.ok(&register_args(name, "codex", "/r", NOW, &[]));
     }
     env
 }
@@ -206,16 +197,7 @@ fn replay_at_a_time_is_not_blinded_by_one_later_stamp() {
         ("stray", "14:00:00"),
         ("after", "12:30:00"),
     ] {
-        env.ok(&[
-            "register",
-            name,
-            "--provider",
-            "codex",
-            "--cwd",
-            "/",
-            "--at",
-            &at(hms),
-        ]);
+        env.ok(&register_args(name, "codex", "/", &at(hms), &[]));
     }
     let doc = env.json(&["replay", "--at", &at("13:00:00")]);
     let text = doc.to_string();
@@ -232,16 +214,7 @@ fn cap_drops_are_logged_counted_and_told_to_the_recipient() {
     let env = Env::new();
     env.ok(&["init", "--max-messages", "2"]);
     for name in ["alice", "bob", "carol"] {
-        env.ok(&[
-            "register",
-            name,
-            "--provider",
-            "codex",
-            "--cwd",
-            "/",
-            "--at",
-            NOW,
-        ]);
+        env.ok(&register_args(name, "codex", "/", NOW, &[]));
     }
     let first = post(&env, "bob", "alice", "one", "12:01:00");
     post(&env, "bob", "alice", "two", "12:02:00");

@@ -9,7 +9,7 @@
 //! snapshots fail instead by turning `snapshots/` into a file (the same
 //! failure the close path sees on a full disk).
 
-use crate::support::cli::{bin, Run};
+use crate::support::cli::{bin, register_args, Run};
 use crate::support::tmpfs::{fill_leaving, try_mount};
 use std::path::Path;
 
@@ -48,20 +48,7 @@ fn every_write_command_at_the_moment_space_runs_out() {
     let dir = mnt.join("store");
     run(&dir, &["init"]).ok();
     for name in ["alice", "bob"] {
-        run(
-            &dir,
-            &[
-                "register",
-                name,
-                "--provider",
-                "codex",
-                "--cwd",
-                "/",
-                "--at",
-                NOW,
-            ],
-        )
-        .ok();
+        run(&dir, &register_args(name, "codex", "/", NOW, &[])).ok();
     }
     let first: u64 = run(
         &dir,

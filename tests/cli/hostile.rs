@@ -5,7 +5,7 @@
 
 use crate::support::cli;
 
-use crate::support::cli::{as_neighbour, bin, Env};
+use crate::support::cli::{as_neighbour, bin, register_args, Env};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -216,17 +216,8 @@ fn one_validation_for_every_path_in() {
     let env = Env::new();
     env.ok(&["init"]);
     for bad in [" ", " alice", "alice ", "ali\u{202e}ce", "ali\u{200b}ce"] {
-        env.run(&[
-            "register",
-            bad,
-            "--provider",
-            "claude",
-            "--cwd",
-            "/",
-            "--at",
-            T0,
-        ])
-        .fails(1, "agent name");
+        env.run(&register_args(bad, "claude", "/", T0, &[]))
+            .fails(1, "agent name");
         let f = env.path("bad.json");
         std::fs::write(&f, registry_with("", bad)).unwrap();
         env.run(&["import", f.to_str().unwrap()]).fails(1, "row 0");
@@ -377,17 +368,7 @@ fn a_neighbours_planted_links_redirect_nothing_and_private_files_stay_unreadable
     env.run_in(&store, &["init"]).ok();
     let run = |args: &[&str]| env.run_in(&store, args);
     let register = |name: &str| {
-        run(&[
-            "register",
-            name,
-            "--provider",
-            "claude",
-            "--cwd",
-            "/r",
-            "--at",
-            T0,
-        ])
-        .ok();
+        run(&register_args(name, "claude", "/r", T0, &[])).ok();
     };
     register("alice");
     for d in [&store, &store.join("log"), &store.join("snapshots")] {
@@ -397,16 +378,7 @@ fn a_neighbours_planted_links_redirect_nothing_and_private_files_stay_unreadable
 
     // The writer lock and the segment temp files.
     plant(&at("store/log/LOCK"), &victim);
-    let r = run(&[
-        "register",
-        "bob",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/r",
-        "--at",
-        T0,
-    ]);
+    let r = run(&register_args("bob", "claude", "/r", T0, &[]));
     assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
     untouched();
     std::fs::remove_file(at("store/log/LOCK")).unwrap();
@@ -480,20 +452,8 @@ fn a_neighbours_planted_links_redirect_nothing_and_private_files_stay_unreadable
     // loosened store or in a default (0700) one.
     let private = at("private");
     env.run_in(&private, &["init"]).ok();
-    env.run_in(
-        &private,
-        &[
-            "register",
-            "carol",
-            "--provider",
-            "claude",
-            "--cwd",
-            "/r",
-            "--at",
-            T0,
-        ],
-    )
-    .ok();
+    env.run_in(&private, &register_args("carol", "claude", "/r", T0, &[]))
+        .ok();
     env.run_in(&private, &["snapshot"]).ok();
     for dir in [&store, &private] {
         let files = files_under(dir);

@@ -4,7 +4,7 @@
 //! process; timing out empty), display names, `list` filters, transport
 //! presence flipping when a real process exits, and `show`.
 
-use crate::support::cli::{bin, direct_only, Env};
+use crate::support::cli::{bin, direct_only, register_args, Env};
 use agentlog::probe::parse_start_time;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -29,18 +29,13 @@ fn fleet_after(init: &[&str]) -> Env {
         ("b", "claude", "/p/"),
         ("c", "codex", "/q"),
     ] {
-        env.ok(&[
-            "register",
+        env.ok(&register_args(
             name,
-            "--provider",
             provider,
-            "--cwd",
             "/w",
-            "--project-root",
-            project,
-            "--at",
             T0,
-        ]);
+            &["--project-root", project],
+        ));
     }
     env
 }
@@ -271,38 +266,29 @@ fn presence_flips_when_the_process_exits() {
     let pid = child.id();
     let start = start_time(pid).to_string();
     let pid_s = pid.to_string();
-    env.ok(&[
-        "register",
+    env.ok(&register_args(
         "mcp1",
-        "--provider",
         "claude",
-        "--cwd",
         "/w",
-        "--pid",
-        &pid_s,
-        "--pid-start-time",
-        &start,
-        "--transport-client",
-        "cursor/1.0",
-        "--at",
         T0,
-    ]);
+        &[
+            "--pid",
+            &pid_s,
+            "--pid-start-time",
+            &start,
+            "--transport-client",
+            "cursor/1.0",
+        ],
+    ));
     // The same pid with another start time is another process.
     let wrong = (start_time(pid) + 1).to_string();
-    env.ok(&[
-        "register",
+    env.ok(&register_args(
         "reused",
-        "--provider",
         "claude",
-        "--cwd",
         "/w",
-        "--pid",
-        &pid_s,
-        "--pid-start-time",
-        &wrong,
-        "--at",
         T0,
-    ]);
+        &["--pid", &pid_s, "--pid-start-time", &wrong],
+    ));
     assert_eq!(env.run(&["presence", "mcp1"]).code, 0);
     assert_eq!(env.run(&["presence", "--any-transport"]).code, 0);
     let r = env.run(&["presence", "reused"]);
@@ -328,16 +314,7 @@ fn a_transport_attached_agent_idles_on_a_lapsed_lease_and_audit_says_why() {
     let env = Env::new();
     env.ok(&["init"]);
     for (name, extra) in [("t", Some("zed/0.9")), ("w", None)] {
-        let mut args = vec![
-            "register",
-            name,
-            "--provider",
-            "claude",
-            "--cwd",
-            "/w",
-            "--at",
-            T0,
-        ];
+        let mut args = register_args(name, "claude", "/w", T0, &[]);
         if let Some(c) = extra {
             args.extend(["--transport-client", c]);
         }
@@ -390,16 +367,7 @@ fn show_describes_one_agent_from_the_snapshot_and_tail() {
     post(&env, "b", "a", "to a", "12:00:02");
     post(&env, "b", "a", "again", "12:00:03");
     env.ok(&["status", "b", "exited", "--at", &at("12:00:04")]);
-    env.ok(&[
-        "register",
-        "b",
-        "--provider",
-        "claude",
-        "--cwd",
-        "/w",
-        "--at",
-        &at("12:00:05"),
-    ]);
+    env.ok(&register_args("b", "claude", "/w", &at("12:00:05"), &[]));
     // A snapshot in the middle: `show` folds it and the tail only.
     env.ok(&["snapshot"]);
     let last = env.json(&["heartbeat", "b", "--at", &at("12:00:06")])["lsn"]

@@ -84,40 +84,30 @@ struct Case {
     marker_max_bytes: Option<usize>,
 }
 
-fn case() -> impl Strategy<Value = Case> {
-    (
-        proptest::collection::vec(op(), 10..70),
-        0i64..200_000,
-        1i64..400_000,
-        0usize..4,
-        any::<bool>(),
-        0usize..3,
-        0.0f64..1.0,
+prop_compose! {
+    fn case()(
+        ops in proptest::collection::vec(op(), 10..70),
+        later in 0i64..200_000,
+        ttl in 1i64..400_000,
+        keep in 0usize..4,
+        keep_all_heartbeats in any::<bool>(),
+        compactor in 0usize..3,
+        offline_at in 0.0f64..1.0,
         // 80 bytes fit the empty marker and its largest name (a session
         // key of `ops`); a full marker of these histories takes up to ~350.
-        prop_oneof![Just(None), (80usize..300).prop_map(Some)],
-    )
-        .prop_map(
-            |(
-                ops,
-                later,
-                ttl,
-                keep,
-                keep_all_heartbeats,
-                compactor,
-                offline_at,
-                marker_max_bytes,
-            )| Case {
-                ops,
-                later,
-                ttl,
-                keep,
-                keep_all_heartbeats,
-                compactor,
-                offline_at,
-                marker_max_bytes,
-            },
-        )
+        marker_max_bytes in prop_oneof![Just(None), (80usize..300).prop_map(Some)],
+    ) -> Case {
+        Case {
+            ops,
+            later,
+            ttl,
+            keep,
+            keep_all_heartbeats,
+            compactor,
+            offline_at,
+            marker_max_bytes,
+        }
+    }
 }
 
 async fn check(nats: &NatsCluster, fleet: &str, c: Case) -> Result<(), TestCaseError> {

@@ -8,6 +8,7 @@
 //! runs on the real clock, so the sweep test registers agents at a fixed time
 //! long past: their leases are over whenever the test runs.
 
+use crate::support::cli::register_args;
 use crate::support::cluster::NatsCluster;
 use crate::support::daemon::{bin, eventually, Conn, Daemon, Store, NOW};
 use serde_json::{json, Value};
@@ -75,18 +76,13 @@ impl Host {
     /// `register NAME --provider claude --cwd /w --pid PID` at `at(secs)`.
     #[track_caller]
     pub(super) fn register(&self, name: &str, pid: &str, secs: u64) -> String {
-        self.ok(&[
-            "register",
+        self.ok(&register_args(
             name,
-            "--provider",
             "claude",
-            "--cwd",
             "/w",
-            "--pid",
-            pid,
-            "--at",
             &at(secs),
-        ])
+            &["--pid", pid],
+        ))
     }
 
     /// The log as `log --json` prints it: LSN → event line.
@@ -426,18 +422,13 @@ fn compact_through_a_replica_compacts_the_stream_for_every_host() {
     assert_eq!(again["events_dropped"], 0, "{again}");
     // The retired name registers again (the expectation on its purged
     // subject is corrected from the stream), through a host that folded it.
-    hosts[2].ok(&[
-        "register",
+    hosts[2].ok(&register_args(
         "a2",
-        "--provider",
         "codex",
-        "--cwd",
         "/w",
-        "--pid",
-        "7",
-        "--at",
         &at(30),
-    ]);
+        &["--pid", "7"],
+    ));
     // A host that starts now, on an empty store, reads the compacted stream.
     let late = Host::start(&nats, "cmp", "h3", &no_sweep);
     let all = [&hosts[0], &hosts[1], &hosts[2], &late];
@@ -485,16 +476,13 @@ fn a_daemon_killed_under_writes_resumes_from_its_sequence() {
         .map(|id| Host::start(&nats, "kil", id, &[]))
         .collect();
     for (i, h) in [&hosts[0], &hosts[2]].iter().enumerate() {
-        h.ok(&[
-            "register",
+        h.ok(&register_args(
             &format!("w{i}"),
-            "--provider",
             "claude",
-            "--cwd",
             "/k",
-            "--at",
             &at(1),
-        ]);
+            &[],
+        ));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();

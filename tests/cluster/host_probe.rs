@@ -9,7 +9,7 @@
 //! agents are swept by lease expiry alone, by the holder.
 
 use crate::support::cluster::*;
-use agentlog::cluster::{ClusterNode, SweepLease};
+use agentlog::cluster::{ClusterNode, LeaseKey, SweepLease};
 use agentlog::model::{Status, StatusCause};
 use agentlog::probe::SharedProbe;
 use agentlog::registry::{decode, EventKind, FakeProbe, Registration};
@@ -86,10 +86,10 @@ async fn each_host_probes_only_its_own_agents_and_no_agent_is_swept_twice() {
     let a = node_with_probe(da.path(), nats.url(0), "a", SharedProbe(Arc::new(table_a))).await;
     let b = node_with_probe(db.path(), nats.url(1), "b", SharedProbe::default()).await;
     let ttl = Duration::from_secs(60);
-    let la = SweepLease::open(a.jetstream(), FLEET, "a", ttl, 3)
+    let la = SweepLease::open(a.jetstream(), FLEET, "a", LeaseKey::Sweeper, ttl, 3)
         .await
         .unwrap();
-    let lb = SweepLease::open(b.jetstream(), FLEET, "b", ttl, 3)
+    let lb = SweepLease::open(b.jetstream(), FLEET, "b", LeaseKey::Sweeper, ttl, 3)
         .await
         .unwrap();
     assert!(la.acquire_or_renew().await.unwrap(), "a takes the lease");

@@ -11,6 +11,7 @@
 //! the daemon's auto-compaction on replicas compacts the stream once.
 
 use super::daemon::{at, cluster, converge, Host};
+use crate::support::cli::register_args;
 use crate::support::daemon::{bin, eventually, Conn, Daemon, Store};
 use crate::support::http::Sse;
 use serde_json::{json, Value};
@@ -165,18 +166,13 @@ fn watch_through_a_replica_expands_heartbeat_batches_as_a_local_daemon_shows_hea
         .unwrap();
     let local = Store::new();
     let _d = Daemon::start(&local.dir, &[]);
-    local.ok(&[
-        "register",
+    local.ok(&register_args(
         "w0",
-        "--provider",
         "claude",
-        "--cwd",
         "/w",
-        "--pid",
-        "100",
-        "--at",
         &at(0),
-    ]);
+        &["--pid", "100"],
+    ));
     local.ok(&["heartbeat", "w0", "--pid", "100", "--at", &at(10)]);
     let mut lc = watch(&local.dir, json!({"from": 1, "kinds": ["heartbeat"]}));
     let local_beat = lc.recv().unwrap();

@@ -7,28 +7,14 @@
 //! mark clears, the waiting write is stored once, and writes resume. Every
 //! wait is a condition polled against a deadline.
 
+use super::daemon::at;
+use crate::support::cli::register_args;
 use crate::support::cluster::NatsCluster;
-use crate::support::daemon::{Conn, Daemon, Store};
+use crate::support::daemon::{eventually_within, Conn, Daemon, Store};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 const FLEET: &str = "stl";
-
-/// Polls `f` until it returns `Some`, failing after `within`.
-#[track_caller]
-fn poll<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn call(store: &Store, method: &str, params: Value) -> Value {
     Conn::connect(&store.dir).call(json!({"id": 1, "method": method, "params": params}))
@@ -36,10 +22,6 @@ fn call(store: &Store, method: &str, params: Value) -> Value {
 
 fn replica(store: &Store) -> Value {
     call(store, "hello", json!({}))["result"]["replica"].clone()
-}
-
-fn at(secs: u64) -> String {
-    format!("2030-01-01T00:{:02}:{:02}Z", secs / 60, secs % 60)
 }
 
 #[test]
@@ -61,20 +43,15 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
         })
         .collect();
     let (h0, h1) = (&hosts[0].0, &hosts[1].0);
-    h0.ok(&[
-        "register",
+    h0.ok(&register_args(
         "w1",
-        "--provider",
         "claude",
-        "--cwd",
         "/w",
-        "--pid",
-        "100",
-        "--at",
         &at(1),
-    ]);
+        &["--pid", "100"],
+    ));
     for h in [h0, h1] {
-        poll("w1 on both hosts", Duration::from_secs(20), || {
+        eventually_within("w1 on both hosts", Duration::from_secs(20), || {
             let got = call(h, "get", json!({"name": "w1"}));
             got.get("result").map(|_| ())
         });
@@ -92,7 +69,7 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
     nats.kill(1);
     nats.kill(2);
     for h in [h0, h1] {
-        let r = poll("stale: true", Duration::from_secs(30), || {
+        let r = eventually_within("stale: true", Duration::from_secs(30), || {
             let r = replica(h);
             (r["stale"] == true).then_some(r)
         });
@@ -136,7 +113,7 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
     nats.restart(2);
     let restarted_at = Instant::now();
     for h in [h0, h1] {
-        poll("stale: false", Duration::from_secs(60), || {
+        eventually_within("stale: false", Duration::from_secs(60), || {
             let r = replica(h);
             (r["stale"] == false && r["stale_since"].is_null()).then_some(())
         });
@@ -147,7 +124,7 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
 
     // Writes resume, and both hosts converge with the write stored once.
     h0.ok(&["heartbeat", "w1", "--pid", "100", "--at", &at(3)]);
-    let last = poll("the hosts to converge", Duration::from_secs(30), || {
+    let last = eventually_within("the hosts to converge", Duration::from_secs(30), || {
         let lsns: Vec<u64> = [h0, h1]
             .iter()
             .map(|h| {

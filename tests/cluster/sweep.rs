@@ -5,7 +5,7 @@
 //! twice.
 
 use crate::support::cluster::*;
-use agentlog::cluster::SweepLease;
+use agentlog::cluster::{LeaseKey, SweepLease};
 use agentlog::model::{Status, StatusCause};
 use agentlog::registry::{decode, EventKind, Registration};
 use std::time::{Duration, Instant};
@@ -36,10 +36,10 @@ async fn one_host_sweeps_and_a_paused_holder_loses_the_lease() {
     let a = node(da.path(), vec![nats.url(0)], "sweep", "a").await;
     let b = node(db.path(), vec![nats.url(1)], "sweep", "b").await;
     let ttl = Duration::from_secs(2);
-    let la = SweepLease::open(a.jetstream(), "sweep", "a", ttl, 3)
+    let la = SweepLease::open(a.jetstream(), "sweep", "a", LeaseKey::Sweeper, ttl, 3)
         .await
         .unwrap();
-    let lb = SweepLease::open(b.jetstream(), "sweep", "b", ttl, 3)
+    let lb = SweepLease::open(b.jetstream(), "sweep", "b", LeaseKey::Sweeper, ttl, 3)
         .await
         .unwrap();
 

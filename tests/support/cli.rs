@@ -164,6 +164,31 @@ impl Run {
     }
 }
 
+/// The command line `register NAME --provider PROVIDER --cwd CWD --at AT`
+/// followed by `extra` (`--pid`, `--project-root`, …): how the tests
+/// register an agent through the CLI, whatever runs it ([`Env`],
+/// [`super::daemon::Store`]).
+pub fn register_args<'a>(
+    name: &'a str,
+    provider: &'a str,
+    cwd: &'a str,
+    at: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec![
+        "register",
+        name,
+        "--provider",
+        provider,
+        "--cwd",
+        cwd,
+        "--at",
+        at,
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// The built binary, with no store directory or log filter inherited
 /// from the environment.
 pub fn bin() -> Command {
@@ -235,16 +260,7 @@ impl Env {
     pub fn with_agent(name: &str, cwd: &str, at: &str) -> Env {
         let env = Env::new();
         env.ok(&["init"]);
-        env.ok(&[
-            "register",
-            name,
-            "--provider",
-            "claude",
-            "--cwd",
-            cwd,
-            "--at",
-            at,
-        ]);
+        env.ok(&register_args(name, "claude", cwd, at, &[]));
         env
     }
 }

@@ -7,7 +7,8 @@
 //! it into a venv under target/ (once); if that fails they fail, saying how
 //! to install it: never a skip. The servers are `bench cluster`'s own
 //! (src/bench/nats.rs, included here by path); every one is SIGKILLed when
-//! the guard drops.
+//! the guard drops, or when the test's thread ends (also when the test
+//! process is SIGKILLed and runs no `Drop`).
 
 use agentlog::cluster::{ClusterNode, ClusterOptions, FleetSubjects};
 use agentlog::log::LogOptions;
@@ -108,6 +109,11 @@ impl NatsCluster {
 
     pub fn urls(&self) -> Vec<String> {
         self.servers.urls.clone()
+    }
+
+    /// Process ids of the running servers.
+    pub fn pids(&self) -> Vec<u32> {
+        self.servers.pids()
     }
 
     /// SIGKILLs server `i` (its store directory stays).

@@ -21,13 +21,22 @@ pub fn bin() -> Command {
 
 /// Polls `f` until it returns `Some`, failing after 20 s.
 #[track_caller]
-pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(20);
+pub fn eventually<T>(what: &str, f: impl FnMut() -> Option<T>) -> T {
+    eventually_within(what, Duration::from_secs(20), f)
+}
+
+/// Polls `f` until it returns `Some`, failing after `within`.
+#[track_caller]
+pub fn eventually_within<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
     loop {
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -74,7 +83,8 @@ impl Store {
     }
 }
 
-/// A running daemon; killed (SIGKILL) on drop unless stopped.
+/// A running daemon; killed (SIGKILL) on drop unless stopped, and when the
+/// thread that started it ends.
 pub struct Daemon {
     pub child: Option<Child>,
     pub dir: PathBuf,
@@ -82,10 +92,12 @@ pub struct Daemon {
 
 impl Daemon {
     /// Starts `agentlog serve` with `args` and waits until it answers
-    /// (no periodic sweep unless `args` set `--sweep-every`).
+    /// (no periodic sweep unless `args` set `--sweep-every`). The daemon
+    /// also dies with the calling thread, so a SIGKILLed test process
+    /// leaves none behind: start it from the test's own thread.
     pub fn start(dir: &Path, args: &[&str]) -> Daemon {
         let quiet = (!args.contains(&"--sweep-every")).then_some(["--sweep-every", "0"]);
-        let child = bin()
+        let child = agentlog::internals::die_with_spawning_thread(&mut bin())
             .arg("--dir")
             .arg(dir)
             .arg("serve")
