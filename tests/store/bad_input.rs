@@ -46,6 +46,15 @@ fn unknown_tag_is_a_newer_writer() {
     );
 }
 
+/// A valid header (and, once appended, checksum) around a status-change
+/// body cut short.
+fn cut_status_change() -> Vec<u8> {
+    let mut rec = vec![tag::STATUS_CHANGED];
+    rec.extend_from_slice(&T0.as_millis().to_le_bytes());
+    rec.extend_from_slice(&[1, b'a', 99, 0xff]);
+    rec
+}
+
 /// The first segment of the store in `dir`, and the byte offset of its
 /// record 2, which follows record 1 (the registration): a 64-byte segment
 /// header, a 16-byte record header, the payload padded to 8 bytes.
@@ -67,11 +76,7 @@ fn second_record(dir: &Path) -> (PathBuf, u64) {
 /// folder).
 #[test]
 fn store_folds_name_the_segment_and_offset_of_an_undecodable_event() {
-    // A status change whose body is cut short, after a valid header.
-    let mut rec = vec![tag::STATUS_CHANGED];
-    rec.extend_from_slice(&T0.as_millis().to_le_bytes());
-    rec.extend_from_slice(&[1, b'a', 99, 0xff]);
-    let (d, r) = store_with_raw(&[rec]);
+    let (d, r) = store_with_raw(&[cut_status_change()]);
     let (segment, at) = second_record(d.path());
     let name = segment.file_name().unwrap().to_str().unwrap();
     let writer = r.unwrap_err().to_string();
@@ -92,11 +97,7 @@ fn store_folds_name_the_segment_and_offset_of_an_undecodable_event() {
 
 #[test]
 fn undecodable_body_names_its_tag_and_lsn() {
-    // A valid header and checksum around a status-change body cut short.
-    let mut rec = vec![tag::STATUS_CHANGED];
-    rec.extend_from_slice(&T0.as_millis().to_le_bytes());
-    rec.extend_from_slice(&[1, b'a', 99, 0xff]);
-    let (_d, r) = store_with_raw(&[rec]);
+    let (_d, r) = store_with_raw(&[cut_status_change()]);
     let msg = r.unwrap_err().to_string();
     assert!(
         msg.contains("lsn 2") && msg.contains("cannot decode StatusChanged event body (tag 3)"),
