@@ -1,6 +1,7 @@
 //! Registry hot paths: apply of one heartbeat, event encode/decode, lazy
 //! heartbeats through the Store at 1,000 and 100,000 agents, the fold rate
-//! of `Store::open`, and an agent's history in a 10-million-event log.
+//! of `Store::open` and of heartbeat batches, and an agent's history in a
+//! 10-million-event log.
 //!
 //! Run: `cargo bench --bench fold` (heavy groups use few samples; the
 //! 10 M-event history needs ~0.5 GB of temporary disk).
@@ -193,6 +194,44 @@ fn fold_on_open(c: &mut Criterion) {
     g.finish();
 }
 
+/// The fold over heartbeat batches (tag 15, what a replica's log holds):
+/// 20,000 batches of 64 beats each over 1,000 agents.
+fn fold_batches(c: &mut Criterion) {
+    const BATCHES: u64 = 20_000;
+    const BEATS: u64 = 64;
+    let mut g = c.benchmark_group("batch");
+    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = agentlog::log::Log::open(dir.path(), opts().log).unwrap();
+    let names = names(1000);
+    let mut batch = codec::HeartbeatBatchBuilder::default();
+    let mut t = T0;
+    for k in 0..BATCHES * BEATS {
+        let i = (k as usize * 7919) % names.len();
+        t = t.add_millis(1);
+        batch.push(t, &names[i], Some(1000 + i as u32), None);
+        if batch.len() as u64 == BEATS {
+            log.append(&batch.take_payload(), agentlog::log::Durability::Lazy)
+                .unwrap();
+        }
+    }
+    let registered = state_with(1000);
+    g.throughput(Throughput::Elements(BATCHES * BEATS));
+    g.bench_function("fold_20k_batches_of_64_beats_1k_agents", |b| {
+        b.iter_batched(
+            || registered.clone(),
+            |mut s| {
+                let last = history::fold_view(&log.view(), &mut s, 0, history::Until::End).unwrap();
+                assert_eq!((last, s.anomalies()), (BATCHES, 0));
+                s
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+    log.close().unwrap();
+}
+
 fn history_10m(c: &mut Criterion) {
     let mut g = c.benchmark_group("history");
     g.sample_size(10).measurement_time(Duration::from_secs(15));
@@ -224,6 +263,6 @@ fn history_10m(c: &mut Criterion) {
 criterion_group!(
     name = benches;
     config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
-    targets = codec_and_apply, store_heartbeats, fold_on_open, history_10m
+    targets = codec_and_apply, store_heartbeats, fold_on_open, fold_batches, history_10m
 );
 criterion_main!(benches);

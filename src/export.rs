@@ -22,6 +22,7 @@
 //!   is refused before any lock file is made.
 
 use crate::check::ROW_KEYS;
+use crate::files::IoError;
 use crate::fslock::{FileLock, LockError, LockMode};
 use crate::model::fields::{field, FieldKind, FieldRef, FieldSpec, V4Key, AGENT_FIELDS};
 use crate::model::{Agent, EXPORTABLE_PROVIDERS};
@@ -80,13 +81,8 @@ pub enum ExportError {
     Lock(#[from] LockError),
     #[error(transparent)]
     Publish(#[from] crate::files::PublishError),
-    #[error("cannot {op} {}: {source}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
 }
 
 pub type Result<T, E = ExportError> = std::result::Result<T, E>;
@@ -330,10 +326,9 @@ pub fn publish(path: &Path, bytes: &[u8]) -> Result<()> {
 /// lock file is created.
 pub fn publish_with(path: &Path, bytes: &[u8], opts: &PublishOptions) -> Result<()> {
     let dir = parent_dir(path);
-    let not_a_file = |why: &str| ExportError::Io {
-        op: "publish to",
-        path: path.to_path_buf(),
-        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string()),
+    let not_a_file = |why: &str| {
+        let why = std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
+        ExportError::from(IoError::doing("publish to", path)(why))
     };
     if path.file_name().is_none() || path.is_dir() {
         return Err(not_a_file("it is a folder, not a file name"));
@@ -341,11 +336,7 @@ pub fn publish_with(path: &Path, bytes: &[u8], opts: &PublishOptions) -> Result<
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(crate::files::PublishError::Symlink(path.to_path_buf()).into());
     }
-    std::fs::create_dir_all(dir).map_err(|source| ExportError::Io {
-        op: "create folder",
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(dir).map_err(IoError::doing("create folder", dir))?;
     let (sidecar, python_lock) = lock_paths(path);
     let start = Instant::now();
     let _rust_guard = FileLock::acquire(&sidecar, LockMode::Exclusive, opts.lock_timeout)?;

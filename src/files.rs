@@ -22,16 +22,31 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// An I/O error naming what was being done and to which file or folder:
+/// the one shape the publish, snapshot and export errors carry.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {op} {}: {source}", path.display())]
+pub struct IoError {
+    /// What was being done ("fsync", "create folder", …).
+    pub op: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
+impl IoError {
+    /// The `map_err` adaptor: an error doing `op` to `path`.
+    pub fn doing(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> IoError {
+        let path = path.to_path_buf();
+        move |source| IoError { op, path, source }
+    }
+}
+
 /// Why a publish failed; the previous file is untouched.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    #[error("cannot {op} {}: {source}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error(
         "{} is a symbolic link; agentlog does not write through links (one may \
          have been planted): remove it, or name the real file",
@@ -44,7 +59,7 @@ impl PublishError {
     /// The underlying I/O error, for callers whose errors carry one.
     pub fn into_io(self) -> std::io::Error {
         match self {
-            PublishError::Io { source, .. } => source,
+            PublishError::Io(e) => e.source,
             e @ PublishError::Symlink(_) => std::io::Error::other(e.to_string()),
         }
     }
@@ -70,12 +85,8 @@ pub fn publish_atomic(
 ) -> Result<(), PublishError> {
     let dir = parent_dir(path);
     let io = |op, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| PublishError::Io {
-            op,
-            path: p,
-            source,
-        }
+        let io = IoError::doing(op, p);
+        move |source| PublishError::Io(io(source))
     };
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => return Err(PublishError::Symlink(path.into())),

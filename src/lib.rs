@@ -119,8 +119,8 @@ pub use export::{ExportError, ExportOptions, ExportReport};
 pub use import::{ImportError, ParsedRegistry};
 pub use layout::StoreLayout;
 // The errors of private layers that public errors carry
-// (`StoreError::Snapshot`, `ExportError::{Lock, Publish}`, `ImportError::Lock`).
-pub use files::PublishError;
+// (`StoreError::Snapshot`, `ExportError::{Lock, Publish, Io}`, `ImportError::Lock`).
+pub use files::{IoError, PublishError};
 pub use fslock::LockError;
 pub use log::{Durability, Log, LogError, LogOptions, LogReader, Lsn};
 pub use model::{Agent, Status};

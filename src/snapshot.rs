@@ -13,6 +13,7 @@
 //! the next older one is tried (never an error: the log can always refold).
 //! The newest `keep` snapshots are kept; older ones are deleted after a write.
 
+use crate::files::IoError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -80,23 +81,13 @@ pub enum SkipReason {
 /// Why a snapshot could not be written or the folder listed.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
-    #[error("cannot {op} {}: {source}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     #[error("cannot encode the snapshot state: {0}")]
     Encode(#[from] bincode::error::EncodeError),
 }
 
 pub type Result<T, E = SnapshotError> = std::result::Result<T, E>;
-
-fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SnapshotError {
-    let path = path.to_path_buf();
-    move |source| SnapshotError::Io { op, path, source }
-}
 
 /// The file name of the snapshot covering `lsn`.
 pub fn file_name(lsn: u64) -> String {
@@ -119,9 +110,9 @@ pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Resu
     // `snapshots/` must survive a power loss with the snapshot in it).
     crate::log::create_dir_durable(dir).map_err(|e| match e {
         crate::log::LogError::Io { source, .. } | crate::log::LogError::DiskFull { source, .. } => {
-            io_err("create folder", dir)(source)
+            IoError::doing("create folder", dir)(source)
         }
-        other => io_err("create folder", dir)(std::io::Error::other(other.to_string())),
+        other => IoError::doing("create folder", dir)(std::io::Error::other(other.to_string())),
     })?;
     let mut buf = vec![0u8; HEADER_LEN];
     bincode::serde::encode_into_std_write(state, &mut buf, bincode::config::standard())?;
@@ -130,7 +121,7 @@ pub fn write<T: Serialize>(dir: &Path, lsn: u64, state: &T, keep: usize) -> Resu
     let name = file_name(lsn);
     let path = dir.join(&name);
     crate::files::publish_atomic(&path, &buf, 0o640, || Ok(()))
-        .map_err(|e| io_err("publish", &path)(e.into_io()))?;
+        .map_err(|e| IoError::doing("publish", &path)(e.into_io()))?;
 
     let all = list(dir)?;
     let excess = all.len().saturating_sub(keep.max(1));
@@ -171,11 +162,11 @@ pub fn list(dir: &Path) -> Result<Vec<SnapshotInfo>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_err("list", dir)(e)),
+        Err(e) => return Err(IoError::doing("list", dir)(e).into()),
     };
     let mut out = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(io_err("list", dir))?;
+        let entry = entry.map_err(IoError::doing("list", dir))?;
         let Some(lsn) = entry.file_name().to_str().and_then(lsn_of) else {
             continue;
         };

@@ -60,7 +60,9 @@ pub enum StoreError {
     Registry(#[from] RegistryError),
     #[error(transparent)]
     Log(#[from] crate::log::LogError),
-    /// A record that does not decode (e.g. written by a newer agentlog).
+    /// A replicated record that does not decode (e.g. written by a newer
+    /// agentlog), refused before it reaches the log. One read back from the
+    /// log is [`crate::log::LogError::Corrupt`], naming its segment and offset.
     #[error("log {dir}: event at lsn {lsn}: {source}")]
     Decode {
         dir: PathBuf,
@@ -296,8 +298,9 @@ impl Store {
             Some(b) => (b.state, b.lsn, b.info.map(|i| (b.lsn, i))),
             None => (State::new(opts.max_messages), 0, None),
         };
-        let folded = history::fold(&log.view(), &mut state, after, Until::End, &mut |_| {})
-            .map_err(|e| scan_err(dir, e))?;
+        let view = log.view();
+        let folded = history::fold(&view, &mut state, after, Until::End, &mut |_| {})
+            .map_err(|e| scan_err(&view, e))?;
         let (applied, events_folded) = (folded.last, folded.events);
         timings.fold = fold_started.elapsed();
         let report = OpenReport {
@@ -676,14 +679,15 @@ impl Store {
 
     /// Every event concerning `agent` in log order (see `registry::history`).
     pub fn history(&self, agent: &str) -> StoreResult<Vec<(Lsn, Event)>> {
-        history::scan_history(&self.view(), agent).map_err(|e| scan_err(&self.core.dir, e))
+        let view = self.view();
+        history::scan_history(&view, agent).map_err(|e| scan_err(&view, e))
     }
 
     /// The state after folding the log up to `until`.
     pub fn state_at(&self, until: Until) -> StoreResult<State> {
         let mut state = State::new(self.core.opts.max_messages);
-        history::fold_view(&self.view(), &mut state, 0, until)
-            .map_err(|e| scan_err(&self.core.dir, e))?;
+        let view = self.view();
+        history::fold_view(&view, &mut state, 0, until).map_err(|e| scan_err(&view, e))?;
         Ok(state)
     }
 
@@ -775,15 +779,11 @@ fn apply_config(dir: &Path, opts: &mut StoreOptions) -> StoreResult<()> {
     Ok(())
 }
 
-fn scan_err(dir: &Path, e: ScanError) -> StoreError {
-    match e {
-        ScanError::Decode { lsn, source } => StoreError::Decode {
-            dir: dir.to_path_buf(),
-            lsn,
-            source,
-        },
-        ScanError::Log(e) => StoreError::Log(e),
-    }
+/// A fold or scan of `view` that stopped, as the log's error: an event that
+/// does not decode is damage named by its segment file, byte offset and LSN
+/// (the one mapping, [`ScanError::into_log_error`]).
+fn scan_err(view: &LogView, e: ScanError) -> StoreError {
+    StoreError::Log(e.into_log_error(view))
 }
 
 #[cfg(test)]

@@ -161,18 +161,18 @@ impl Timestamp {
     /// Appends `YYYY-MM-DDTHH:MM:SSZ` to `out` without other allocation.
     pub fn write_rfc3339_secs(self, out: &mut String) {
         let (y, mo, d, h, mi, s, _) = self.civil();
-        push_num(out, y, 4);
-        out.push('-');
-        push_num(out, mo, 2);
-        out.push('-');
-        push_num(out, d, 2);
-        out.push('T');
-        push_num(out, h, 2);
-        out.push(':');
-        push_num(out, mi, 2);
-        out.push(':');
-        push_num(out, s, 2);
-        out.push('Z');
+        // Each field, zero-padded, then the separator after it.
+        for (v, width, then) in [
+            (y, 4, '-'),
+            (mo, 2, '-'),
+            (d, 2, 'T'),
+            (h, 2, ':'),
+            (mi, 2, ':'),
+            (s, 2, 'Z'),
+        ] {
+            push_num(out, v, width);
+            out.push(then);
+        }
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, for human output where milliseconds matter.

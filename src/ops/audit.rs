@@ -155,7 +155,8 @@ impl Audit {
                 let origin = agentlog::registry::codec::origin(payload);
                 lines.push(agent, lsn, ev, origin, &mut each);
             }
-        })?;
+        })
+        .map_err(|e| e.into_log_error(&self.view))?;
         if !found {
             return Err(RegistryError::NotFound {
                 agent: agent.to_string(),

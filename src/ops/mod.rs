@@ -25,7 +25,7 @@ pub mod sharing;
 pub mod stats;
 
 use agentlog::log::{self, LogError, LogReader, Lsn, VerifyReport};
-use agentlog::registry::history::{self, ScanError, Until, PROGRESS_EVERY};
+use agentlog::registry::history::{self, Until, PROGRESS_EVERY};
 use agentlog::registry::{codec, DecodeError, Event, RegistryError, State};
 use agentlog::store::{ReadOnlyStore, Store, StoreError, StoreOptions};
 use agentlog::time::{Timestamp, MAX_FUTURE_SKEW_MS};
@@ -34,9 +34,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why an operation of the command line failed: what only the command line
-/// knows (no store there, a bad request), an event that does not decode, or
-/// the library's own error, once ([`StoreError`] already names the layer
-/// below it: the log, the registry, export, import, snapshots).
+/// knows (no store there, a bad request), or the library's own error, once
+/// ([`StoreError`] already names the layer below it: the log, the registry,
+/// export, import, snapshots). An event that does not decode is the log's
+/// damage, named by its segment, offset and LSN.
 #[derive(Debug, thiserror::Error)]
 pub enum OpsError {
     #[error("no agentlog store at {}: run `agentlog --dir {} init` first", .0.display(), .0.display())]
@@ -46,10 +47,6 @@ pub enum OpsError {
     /// A request the operation refuses (what and why).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    /// A fold or scan that stopped on an event it could not decode (the
-    /// log's own errors come through the store).
-    #[error(transparent)]
-    Scan(ScanError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -73,15 +70,6 @@ macro_rules! through_store {
     )*};
 }
 through_store!(LogError, RegistryError, agentlog::export::ExportError);
-
-impl From<ScanError> for OpsError {
-    fn from(e: ScanError) -> Self {
-        match e {
-            e @ ScanError::Decode { .. } => OpsError::Scan(e),
-            ScanError::Log(e) => e.into(),
-        }
-    }
-}
 
 pub type Result<T, E = OpsError> = std::result::Result<T, E>;
 
@@ -193,11 +181,13 @@ pub fn replay(dir: &Path, until: Until, progress: &mut dyn Progress) -> Result<R
     let mut state = State::new(agentlog::store::config::max_messages(dir)?);
     let folded = history::fold(&view, &mut state, 0, until, &mut |lsn| {
         progress.advance(lsn)
-    })?;
+    })
+    .map_err(|e| e.into_log_error(&view))?;
     progress.finish();
     let timed = |lsn: Option<Lsn>| -> Result<Option<(Lsn, Timestamp)>> {
         let Some(lsn) = lsn else { return Ok(None) };
-        Ok(history::event_time(&view, lsn)?.map(|at| (lsn, at)))
+        let at = history::event_time(&view, lsn).map_err(|e| e.into_log_error(&view))?;
+        Ok(at.map(|at| (lsn, at)))
     };
     Ok(Replayed {
         state,
@@ -512,7 +502,8 @@ fn compact_plan(dir: &Path, now: Timestamp) -> Result<agentlog::compact::Compact
 
 /// The event time of the store's last record, if any.
 fn last_event_time(store: &Store) -> Result<Option<Timestamp>> {
-    Ok(history::event_time(&store.view(), store.applied_lsn())?)
+    let view = store.view();
+    Ok(history::event_time(&view, store.applied_lsn()).map_err(|e| e.into_log_error(&view))?)
 }
 
 #[cfg(test)]
@@ -540,13 +531,6 @@ mod tests {
             }
             .to_string()
         );
-        let scan = ScanError::Log(LogError::FsyncFailed {
-            detail: "EIO".into(),
-        });
-        assert!(matches!(
-            OpsError::from(scan),
-            OpsError::Store(StoreError::Log(LogError::FsyncFailed { .. }))
-        ));
     }
 
     #[test]

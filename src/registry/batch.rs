@@ -4,7 +4,8 @@
 //! `Vec<BatchedHeartbeat>` for the hot paths: building a batch appends each
 //! heartbeat's bytes (no `Event`), and folding one borrows every entry
 //! from the payload (no allocation). A batch is decoded whole before any of
-//! it is folded: one bad entry refuses the record.
+//! it is folded: one bad entry refuses the record. The fold decodes each
+//! entry once ([`for_each_batched`]), into its reusable scratch.
 
 use super::codec::decode_heartbeat;
 use super::codec::{
@@ -120,6 +121,18 @@ impl<'a> HeartbeatBatchRef<'a> {
 pub fn decode_heartbeat_batch(
     payload: &[u8],
 ) -> Result<Option<HeartbeatBatchRef<'_>>, DecodeError> {
+    for_each_batched(payload, |_| {})
+}
+
+/// Decodes a heartbeat batch once, handing `each` every entry in order as
+/// it decodes, then checks the count; `Ok(None)` for another kind. An error
+/// can come after some entries were handed over: a caller that applies a
+/// batch whole keeps them until this returns `Ok` (the fold's
+/// `FoldScratch`).
+pub fn for_each_batched<'a>(
+    payload: &'a [u8],
+    mut each: impl FnMut(BatchedHeartbeatRef<'a>),
+) -> Result<Option<HeartbeatBatchRef<'a>>, DecodeError> {
     let (t, at, b, _) = split(payload)?;
     if t != tag::HEARTBEAT_BATCH {
         return Ok(None);
@@ -129,7 +142,8 @@ pub fn decode_heartbeat_batch(
     let entries = &b[pos..];
     let mut at_entry = 0;
     let mut seen = 0u64;
-    while let Some(_beat) = next_batched(entries, &mut at_entry)? {
+    while let Some(beat) = next_batched(entries, &mut at_entry)? {
+        each(beat);
         seen += 1;
     }
     if seen != count {

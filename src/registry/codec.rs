@@ -24,8 +24,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use super::batch::{
-    decode_heartbeat_batch, heartbeat_count, BatchedHeartbeatRef, HeartbeatBatchBuilder,
-    HeartbeatBatchRef,
+    decode_heartbeat_batch, for_each_batched, heartbeat_count, BatchedHeartbeatRef,
+    HeartbeatBatchBuilder, HeartbeatBatchRef,
 };
 
 /// Bytes before the body: tag and event time.

@@ -12,7 +12,7 @@
 
 use super::codec::{self, DecodeError, SubjectFilter};
 use super::events::{Event, Lsn};
-use super::state::State;
+use super::state::{FoldScratch, State};
 use crate::log::LogView;
 use crate::time::Timestamp;
 
@@ -100,7 +100,8 @@ pub const PROGRESS_EVERY: u64 = 1 << 16;
 /// The fold loop: applies the records of `view` after `after` up to `until`
 /// onto `state`, calling `progress` with `after` first, then with the LSN
 /// reached every [`PROGRESS_EVERY`] records. Decodes nothing but what
-/// `State::apply_payload` decodes, plus each record's header for a time
+/// `State::apply_payload_with` decodes (each once, a batch into scratch
+/// space kept for the whole loop), plus each record's header for a time
 /// point.
 pub fn fold(
     view: &LogView,
@@ -115,6 +116,7 @@ pub fn fold(
         next: None,
     };
     progress(after);
+    let mut scratch = FoldScratch::default();
     for rec in view.iter_from(after + 1) {
         let rec = rec?;
         let decode_err = |source| ScanError::Decode {
@@ -138,7 +140,7 @@ pub fn fold(
             }
         }
         state
-            .apply_payload(rec.lsn, rec.payload)
+            .apply_payload_with(rec.lsn, rec.payload, &mut scratch)
             .map_err(decode_err)?;
         out.last = rec.lsn;
         out.events += 1;

@@ -29,7 +29,7 @@ pub use events::{
 pub use messages::{PostMessage, PostOutcome};
 pub use retention::{retention, Kept, Retention, RetentionPolicy};
 pub use sessions::SessionOp;
-pub use state::{Message, Session, State};
+pub use state::{FoldScratch, Message, Session, State};
 pub use sweep::{
     sweep, sweep_agent, sweep_process_identity, FakeProbe, HostLocalProbe, NoProbe, ProcessProbe,
     ProcessState, SweepPolicy,

@@ -21,7 +21,7 @@ use super::events::{
     DropReason, DroppedMessage, Event, EventKind, Lsn, PostedMessage, Registration,
     RegistrationKind, SessionKey,
 };
-use crate::model::{Agent, Priority, Privacy, Status, StatusCause};
+use crate::model::{Agent, Status, StatusCause};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -29,24 +29,27 @@ use std::collections::{BTreeMap, VecDeque};
 /// Default cap on live messages.
 pub const DEFAULT_MAX_MESSAGES: usize = 200;
 
-/// A live message. `id` is the LSN of its `MessagePosted` record.
+/// A live message: the post as logged, with its id (the LSN of its
+/// `MessagePosted` record), time and readers. The post's fields read
+/// through it (`m.from`, `m.body`).
+///
+/// Snapshots hold it as bincode, which writes a nested struct's fields in
+/// line: the bytes are those of the flat field list (snapshot format 3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     pub id: Lsn,
     pub posted_at: Timestamp,
-    pub from: String,
-    pub to: Option<String>,
-    pub category: String,
-    pub body: String,
-    pub priority: Priority,
-    pub privacy: Privacy,
-    pub project_root: Option<String>,
-    pub expires_at: Timestamp,
-    pub request_id: Option<String>,
-    pub digest: u64,
+    pub posted: PostedMessage,
     /// Readers other than the sender (who counts as having read it), in
     /// reading order.
     pub read_by: Vec<String>,
+}
+
+impl std::ops::Deref for Message {
+    type Target = PostedMessage;
+    fn deref(&self) -> &PostedMessage {
+        &self.posted
+    }
 }
 
 impl Message {
@@ -75,6 +78,24 @@ impl Session {
 
 /// Idempotency key of a post: (sender, project root, request id).
 pub type RequestKey = (String, Option<String>, String);
+
+/// Space a fold reuses from record to record
+/// ([`State::apply_payload_with`]): a heartbeat batch's beats, decoded once
+/// and checked whole before any is applied. It grows to the largest batch
+/// and then allocates no more.
+#[derive(Debug, Default)]
+pub struct FoldScratch {
+    beats: Vec<ResolvedBeat>,
+}
+
+/// One decoded beat of a batch: its agent's position (`None`: no such
+/// agent, an anomaly), time and pid.
+#[derive(Debug, Clone, Copy)]
+struct ResolvedBeat {
+    slot: Option<usize>,
+    at: Timestamp,
+    pid: Option<u32>,
+}
 
 /// The registry: agents, messages, request ids and logical sessions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -339,10 +360,23 @@ impl State {
         }
     }
 
+    /// Folds one record payload ([`State::apply_payload_with`] with scratch
+    /// space of its own: a loop keeps one [`FoldScratch`] instead).
+    pub fn apply_payload(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), DecodeError> {
+        self.apply_payload_with(lsn, payload, &mut FoldScratch::default())
+    }
+
     /// Folds one record payload; heartbeats take an allocation-free path.
     /// The tag picks the one decoder that reads the payload (its header
-    /// once).
-    pub fn apply_payload(&mut self, lsn: Lsn, payload: &[u8]) -> Result<(), DecodeError> {
+    /// once). A heartbeat batch is decoded once into `scratch`, each beat's
+    /// agent looked up as it decodes, and applied only when the whole batch
+    /// decoded: a bad entry refuses the record with nothing applied.
+    pub fn apply_payload_with(
+        &mut self,
+        lsn: Lsn,
+        payload: &[u8],
+        scratch: &mut FoldScratch,
+    ) -> Result<(), DecodeError> {
         match codec::tag_of(payload) {
             Some(super::events::tag::HEARTBEAT) => {
                 if let Some(hb) = codec::decode_heartbeat(payload)? {
@@ -351,8 +385,23 @@ impl State {
                 }
             }
             Some(super::events::tag::HEARTBEAT_BATCH) => {
-                if let Some(batch) = codec::decode_heartbeat_batch(payload)? {
-                    self.apply_heartbeat_batch(lsn, &batch);
+                let (beats, agents) = (&mut scratch.beats, &self.agents);
+                beats.clear();
+                let batch = codec::for_each_batched(payload, |hb| {
+                    beats.push(ResolvedBeat {
+                        slot: agents.position(hb.agent),
+                        at: hb.at,
+                        pid: hb.pid,
+                    })
+                })?;
+                if batch.is_some() {
+                    // Positions stay valid: a heartbeat adds and removes no agent.
+                    for b in beats.iter() {
+                        match b.slot {
+                            Some(slot) => self.apply_heartbeat_at(slot, lsn, b.at, b.pid),
+                            None => self.anomalies += 1,
+                        }
+                    }
                     return Ok(());
                 }
             }
@@ -470,16 +519,7 @@ impl State {
         self.messages.push_back(Message {
             id: lsn,
             posted_at: at,
-            from: m.from.clone(),
-            to: m.to.clone(),
-            category: m.category.clone(),
-            body: m.body.clone(),
-            priority: m.priority,
-            privacy: m.privacy,
-            project_root: m.project_root.clone(),
-            expires_at: m.expires_at,
-            request_id: m.request_id.clone(),
-            digest: m.digest,
+            posted: m.clone(),
             read_by: Vec::new(),
         });
         // Only logs from before `MessagesDropped` overflow here.
@@ -518,5 +558,114 @@ impl State {
 
     pub(crate) fn prune_sessions(&mut self, now: Timestamp) {
         self.sessions.retain(|_, s| !s.is_timed_out(now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Priority, Privacy};
+    use crate::registry::codec::HeartbeatBatchBuilder;
+
+    const T0: Timestamp = Timestamp(1_796_040_000_000);
+
+    fn with_agents(names: &[&str]) -> State {
+        let mut s = State::default();
+        for (i, name) in names.iter().enumerate() {
+            let mut r = Registration::new(name, "claude", "/w");
+            r.pid = Some(100 + i as u32);
+            let e = s.check_register(r, T0).unwrap();
+            s.apply(i as Lsn + 1, &e);
+        }
+        s
+    }
+
+    /// A batch folds from one decode as its decoded event folds: beats of
+    /// known agents touch them, an unknown agent or another pid is an
+    /// anomaly; the scratch space carries nothing from one batch to the next.
+    #[test]
+    fn a_batch_folds_as_its_event_does() {
+        let mut b = HeartbeatBatchBuilder::default();
+        b.push(T0.add_secs(1), "a", Some(100), None);
+        b.push(T0.add_secs(2), "ghost", None, None);
+        b.push(T0.add_secs(3), "b", Some(7), None);
+        b.push(T0.add_secs(4), "b", None, None);
+        let first = b.take_payload();
+        b.push(T0.add_secs(5), "a", None, None);
+        let second = b.take_payload();
+        let mut via_event = with_agents(&["a", "b"]);
+        let mut via_bytes = via_event.clone();
+        let mut scratch = FoldScratch::default();
+        for (lsn, payload) in [(3, &first), (4, &second)] {
+            via_event.apply(lsn, &codec::decode(payload).unwrap());
+            via_bytes
+                .apply_payload_with(lsn, payload, &mut scratch)
+                .unwrap();
+        }
+        assert_eq!(via_bytes, via_event);
+        assert_eq!(via_bytes.anomalies(), 2);
+        assert_eq!(via_bytes.agent("a").unwrap().last_active, T0.add_secs(5));
+        assert_eq!(via_bytes.agent("b").unwrap().last_active, T0.add_secs(4));
+    }
+
+    /// A batch whose last entry does not decode is refused with none of its
+    /// earlier beats applied.
+    #[test]
+    fn a_bad_batch_applies_nothing() {
+        let mut b = HeartbeatBatchBuilder::default();
+        b.push(T0.add_secs(1), "a", None, None);
+        b.push(T0.add_secs(2), "a", None, None);
+        let mut payload = b.take_payload();
+        // The last byte is the second entry's origin option tag.
+        *payload.last_mut().unwrap() = 7;
+        let mut s = with_agents(&["a"]);
+        let before = s.clone();
+        let e = s
+            .apply_payload_with(2, &payload, &mut FoldScratch::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("bad origin option tag"), "{e}");
+        assert_eq!(s, before);
+    }
+
+    /// A message nests its post, and a snapshot (bincode) still holds the
+    /// flat field list format 3 has always held.
+    #[test]
+    fn a_message_encodes_as_its_flat_field_list() {
+        let m = Message {
+            id: 7,
+            posted_at: Timestamp(1_796_040_000_000),
+            posted: PostedMessage {
+                from: "a".into(),
+                to: Some("b".into()),
+                category: "status".into(),
+                body: "done".into(),
+                priority: Priority::High,
+                privacy: Privacy::Private,
+                project_root: Some("/w".into()),
+                expires_at: Timestamp(1_796_040_600_000),
+                request_id: Some("k".into()),
+                digest: 0xfeed,
+            },
+            read_by: vec!["c".into()],
+        };
+        let flat = (
+            7u64,
+            Timestamp(1_796_040_000_000),
+            "a",
+            Some("b"),
+            "status",
+            "done",
+            Priority::High,
+            Privacy::Private,
+            Some("/w"),
+            Timestamp(1_796_040_600_000),
+            Some("k"),
+            0xfeedu64,
+            vec!["c"],
+        );
+        fn bytes(v: &impl Serialize) -> Vec<u8> {
+            bincode::serde::encode_to_vec(v, bincode::config::standard()).unwrap()
+        }
+        assert_eq!(bytes(&m), bytes(&flat));
     }
 }

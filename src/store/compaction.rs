@@ -82,8 +82,9 @@ impl Store {
             tests::AFTER_LOG_SWITCH.with(|h| h.get().map(|f| f(self)));
             let mut g = self.write();
             let mut s = c.retained;
-            history::fold_view(&self.core.log.view(), &mut s, upto, Until::End)
-                .map_err(|e| super::scan_err(&self.core.dir, e))?;
+            let view = self.core.log.view();
+            history::fold_view(&view, &mut s, upto, Until::End)
+                .map_err(|e| super::scan_err(&view, e))?;
             // State and generation change together (see `Inner::generation`).
             g.state = s;
             g.generation = c.report.generation;

@@ -13,7 +13,7 @@ use super::checkpoint::{trusted_snapshot, TrustRule};
 use super::{SkippedSnapshot, StoreOptions};
 use crate::layout::StoreLayout;
 use crate::log::{LogReader, LogView, Lsn, TornTail};
-use crate::registry::history::{self, ScanError, Until};
+use crate::registry::history::{self, Until};
 use crate::registry::State;
 use std::path::Path;
 
@@ -77,13 +77,15 @@ impl ReadOnlyStore {
 
     /// The current registry: the newest trusted snapshot at or below the
     /// log's last LSN, plus the records after it.
-    pub fn state(&self) -> Result<ReadState, ScanError> {
+    /// An event that does not decode is refused as damage, naming its
+    /// segment, offset and LSN.
+    pub fn state(&self) -> crate::log::Result<ReadState> {
         self.state_with(&mut |_| {})
     }
 
     /// [`ReadOnlyStore::state`], reporting the fold's progress: the LSN it
     /// starts after, then the LSN reached now and then.
-    pub fn state_with(&self, progress: &mut dyn FnMut(Lsn)) -> Result<ReadState, ScanError> {
+    pub fn state_with(&self, progress: &mut dyn FnMut(Lsn)) -> crate::log::Result<ReadState> {
         let rule = TrustRule {
             last_lsn: self.log.last_lsn().unwrap_or(0),
             generation: self.log.generation(),
@@ -95,7 +97,9 @@ impl ReadOnlyStore {
             Some(b) => (b.state, b.lsn),
             None => (State::new(self.max_messages), 0),
         };
-        let folded = history::fold(&self.log.view(), &mut state, after, Until::End, progress)?;
+        let view = self.log.view();
+        let folded = history::fold(&view, &mut state, after, Until::End, progress)
+            .map_err(|e| e.into_log_error(&view))?;
         Ok(ReadState {
             state,
             lsn: folded.last,

@@ -44,13 +44,9 @@ impl Follower {
     fn catch_up(&mut self) -> Result<bool, StoreError> {
         self.store.refresh()?;
         let before = self.applied;
-        self.applied = history::fold_view(
-            &self.store.view(),
-            &mut self.state,
-            self.applied,
-            Until::End,
-        )
-        .map_err(|e| scan_err(self.store.dir(), e))?;
+        let view = self.store.view();
+        self.applied = history::fold_view(&view, &mut self.state, self.applied, Until::End)
+            .map_err(|e| scan_err(&view, e))?;
         Ok(self.applied != before)
     }
 
@@ -80,7 +76,7 @@ impl ReadOnlyStore {
         mut waiting: impl FnMut(),
     ) -> Result<Waited, StoreError> {
         let deadline = Instant::now() + timeout;
-        let read = self.state().map_err(|e| scan_err(self.dir(), e))?;
+        let read = self.state()?;
         let mut f = Follower {
             store: self,
             state: read.state,

@@ -1,12 +1,14 @@
 //! Bad input through the real log: an unknown event tag and an undecodable
-//! payload (with a valid checksum) give clear errors naming the LSN, never a
-//! panic; an event naming a missing agent is a counted anomaly.
+//! payload (with a valid checksum) give clear errors naming the segment,
+//! offset and LSN, never a panic; an event naming a missing agent is a counted anomaly.
 
 use crate::support::store::*;
 use agentlog::log::{Durability, Log};
 use agentlog::registry::codec::encode_heartbeat_into;
 use agentlog::registry::*;
-use agentlog::store::{Store, StoreError};
+use agentlog::store::{ReadOnlyStore, Store, StoreError};
+use agentlog::LogError;
+use std::path::{Path, PathBuf};
 
 fn store_with_raw(records: &[Vec<u8>]) -> (tempfile::TempDir, Result<Store, StoreError>) {
     let dir = tempfile::tempdir().unwrap();
@@ -34,20 +36,68 @@ fn unknown_tag_is_a_newer_writer() {
     let (_d, r) = store_with_raw(&[rec]);
     let e = r.unwrap_err();
     let msg = e.to_string();
-    assert!(matches!(e, StoreError::Decode { lsn: 2, .. }), "{e:?}");
+    assert!(
+        matches!(e, StoreError::Log(LogError::Corrupt { lsn: Some(2), .. })),
+        "{e:?}"
+    );
     assert!(
         msg.contains("lsn 2") && msg.contains("event tag 200 written by a newer agentlog"),
         "{msg}"
     );
 }
 
-#[test]
-fn undecodable_body_names_its_tag_and_lsn() {
-    // A valid header and checksum around a status-change body cut short.
+/// A valid header (and, once appended, checksum) around a status-change
+/// body cut short.
+fn cut_status_change() -> Vec<u8> {
     let mut rec = vec![tag::STATUS_CHANGED];
     rec.extend_from_slice(&T0.as_millis().to_le_bytes());
     rec.extend_from_slice(&[1, b'a', 99, 0xff]);
-    let (_d, r) = store_with_raw(&[rec]);
+    rec
+}
+
+/// The first segment of the store in `dir`, and the byte offset of its
+/// record 2, which follows record 1 (the registration): a 64-byte segment
+/// header, a 16-byte record header, the payload padded to 8 bytes.
+fn second_record(dir: &Path) -> (PathBuf, u64) {
+    let segment = dir.join("log").join(format!("{:020}.seg", 1));
+    let bytes = std::fs::read(&segment).unwrap();
+    let len1 = u32::from_le_bytes(bytes[64..68].try_into().unwrap()) & ((1 << 28) - 1);
+    let at = 64 + ((16 + len1 as u64 + 7) & !7);
+    assert_eq!(
+        u64::from_le_bytes(bytes[at as usize + 8..at as usize + 16].try_into().unwrap()),
+        2
+    );
+    (segment, at)
+}
+
+/// A record whose checksum holds but whose event does not decode is named
+/// where it lies, by the writer's open and by the read-only store alike:
+/// the segment file, the record's byte offset and its LSN (not the store
+/// folder).
+#[test]
+fn store_folds_name_the_segment_and_offset_of_an_undecodable_event() {
+    let (d, r) = store_with_raw(&[cut_status_change()]);
+    let (segment, at) = second_record(d.path());
+    let name = segment.file_name().unwrap().to_str().unwrap();
+    let writer = r.unwrap_err().to_string();
+    let reader = ReadOnlyStore::open(d.path(), &lazy_opts())
+        .unwrap()
+        .state()
+        .unwrap_err()
+        .to_string();
+    for msg in [writer, reader] {
+        assert!(
+            msg.contains(name)
+                && msg.contains(&format!("offset {at}, lsn 2"))
+                && msg.contains("cannot decode StatusChanged event body (tag 3)"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn undecodable_body_names_its_tag_and_lsn() {
+    let (_d, r) = store_with_raw(&[cut_status_change()]);
     let msg = r.unwrap_err().to_string();
     assert!(
         msg.contains("lsn 2") && msg.contains("cannot decode StatusChanged event body (tag 3)"),
@@ -127,7 +177,7 @@ fn compaction_names_the_segment_and_offset_of_an_undecodable_event() {
         ..Default::default()
     };
     let e = agentlog::compact::compact_log(&log, 100, T0.add_secs(60), &opts).unwrap_err();
-    let agentlog::LogError::Corrupt {
+    let LogError::Corrupt {
         segment,
         offset,
         lsn,
@@ -136,16 +186,11 @@ fn compaction_names_the_segment_and_offset_of_an_undecodable_event() {
     else {
         panic!("{e:?}");
     };
-    // Record 2 follows record 1 (the registration) in the first segment:
-    // a 64-byte segment header, a 16-byte record header, the payload
-    // padded to 8 bytes.
-    let bytes = std::fs::read(&segment).unwrap();
-    let len1 = u32::from_le_bytes(bytes[64..68].try_into().unwrap()) & ((1 << 28) - 1);
-    let at = 64 + ((16 + len1 as u64 + 7) & !7);
-    assert_eq!((offset, lsn), (at, Some(2)), "{reason}");
+    let (want, at) = second_record(d.path());
     assert_eq!(
-        u64::from_le_bytes(bytes[at as usize + 8..at as usize + 16].try_into().unwrap()),
-        2
+        (segment.file_name(), offset, lsn),
+        (want.file_name(), at, Some(2)),
+        "{reason}"
     );
     assert!(reason.contains("event tag 200"), "{reason}");
 }
