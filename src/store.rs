@@ -24,8 +24,9 @@ use crate::registry::codec::{self, DecodeError};
 pub use crate::registry::history::Until;
 use crate::registry::history::{self, ScanError};
 use crate::registry::{
-    Event, EventKind, FieldUpdates, Lsn, Message, PostMessage, PostOutcome, ProcessProbe,
-    Registration, RegistrationKind, RegistryError, SessionKey, SessionOp, State, SweepPolicy,
+    Event, EventKind, FieldUpdates, FoldScratch, Lsn, Message, PostMessage, PostOutcome,
+    ProcessProbe, Registration, RegistrationKind, RegistryError, SessionKey, SessionOp, State,
+    SweepPolicy,
 };
 use crate::time::Timestamp;
 use std::path::{Path, PathBuf};
@@ -197,6 +198,8 @@ struct Inner {
     generation: u64,
     /// Reused encode buffer (no allocation per heartbeat).
     buf: Vec<u8>,
+    /// Reused decode space of a replicated heartbeat batch.
+    scratch: FoldScratch,
 }
 
 /// What the store and its snapshot thread share.
@@ -325,6 +328,7 @@ impl Store {
                 applied,
                 generation,
                 buf: Vec::with_capacity(256),
+                scratch: FoldScratch::default(),
             }),
             next_snapshot: AtomicU64::new(u64::MAX),
             snap: checkpoint::SnapShared::new(report.snapshot_lsn),

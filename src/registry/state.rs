@@ -384,26 +384,11 @@ impl State {
                     return Ok(());
                 }
             }
-            Some(super::events::tag::HEARTBEAT_BATCH) => {
-                let (beats, agents) = (&mut scratch.beats, &self.agents);
-                beats.clear();
-                let batch = codec::for_each_batched(payload, |hb| {
-                    beats.push(ResolvedBeat {
-                        slot: agents.position(hb.agent),
-                        at: hb.at,
-                        pid: hb.pid,
-                    })
-                })?;
-                if batch.is_some() {
-                    // Positions stay valid: a heartbeat adds and removes no agent.
-                    for b in beats.iter() {
-                        match b.slot {
-                            Some(slot) => self.apply_heartbeat_at(slot, lsn, b.at, b.pid),
-                            None => self.anomalies += 1,
-                        }
-                    }
-                    return Ok(());
-                }
+            Some(super::events::tag::HEARTBEAT_BATCH)
+                if self.resolve_batch(payload, scratch)? =>
+            {
+                self.apply_resolved_batch(lsn, scratch);
+                return Ok(());
             }
             _ => {}
         }
@@ -412,12 +397,38 @@ impl State {
         Ok(())
     }
 
-    /// A batch of heartbeats recorded at `lsn`, each folded as a heartbeat
-    /// at that LSN (so one for an agent that is gone, finished or has
-    /// another pid by now counts as an anomaly, as a late heartbeat does).
-    pub fn apply_heartbeat_batch(&mut self, lsn: Lsn, batch: &codec::HeartbeatBatchRef<'_>) {
-        for hb in batch.iter() {
-            self.apply_heartbeat(lsn, hb.at, hb.agent, hb.pid);
+    /// Decodes a heartbeat batch once into `scratch`, each beat's agent
+    /// looked up as it decodes; `Ok(false)` if `payload` is another kind.
+    /// Changes nothing: a bad entry refuses the record before any beat is
+    /// applied ([`State::apply_resolved_batch`] applies it).
+    pub fn resolve_batch(
+        &self,
+        payload: &[u8],
+        scratch: &mut FoldScratch,
+    ) -> Result<bool, DecodeError> {
+        let (beats, agents) = (&mut scratch.beats, &self.agents);
+        beats.clear();
+        let batch = codec::for_each_batched(payload, |hb| {
+            beats.push(ResolvedBeat {
+                slot: agents.position(hb.agent),
+                at: hb.at,
+                pid: hb.pid,
+            })
+        })?;
+        Ok(batch.is_some())
+    }
+
+    /// The batch [`State::resolve_batch`] left in `scratch`, recorded at
+    /// `lsn`: each beat folded as a heartbeat at that LSN (so one for an
+    /// agent that is gone, finished or has another pid counts as an
+    /// anomaly, as a late heartbeat does). No agent may have been added or
+    /// removed since it was resolved: the positions are the agents' then.
+    pub fn apply_resolved_batch(&mut self, lsn: Lsn, scratch: &FoldScratch) {
+        for b in &scratch.beats {
+            match b.slot {
+                Some(slot) => self.apply_heartbeat_at(slot, lsn, b.at, b.pid),
+                None => self.anomalies += 1,
+            }
         }
     }
 

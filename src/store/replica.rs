@@ -16,7 +16,7 @@
 //!   daemon without `--nats`), refuses every write: a local append would
 //!   put a record at an LSN the stream gives to another event.
 
-use super::{Store, StoreError, StoreResult};
+use super::{Inner, Store, StoreError, StoreResult};
 use crate::log::Durability;
 use crate::registry::codec::Origin;
 use crate::registry::{codec, Event, Lsn, State};
@@ -68,11 +68,13 @@ pub trait CommandSink: Send + Sync {
     ) -> StoreResult<crate::compact::CompactionReport>;
 }
 
-/// A replicated record, decoded before anything is appended. One lives on
-/// the stack per append, so the size gap between variants costs nothing.
+/// A replicated record, decoded before anything is appended: a heartbeat
+/// batch is resolved into the store's
+/// [`FoldScratch`](crate::registry::FoldScratch). One lives on the
+/// stack per append, so the size gap between variants costs nothing.
 #[allow(clippy::large_enum_variant)]
-enum Fact<'a> {
-    Batch(codec::HeartbeatBatchRef<'a>),
+enum Fact {
+    Batch,
     Event(Event),
 }
 
@@ -193,12 +195,14 @@ impl Store {
             lsn,
             source,
         };
-        // A heartbeat batch folds from its bytes (no allocation per beat).
-        let fact = match codec::decode_heartbeat_batch(payload).map_err(decode_err)? {
-            Some(batch) => Fact::Batch(batch),
-            None => Fact::Event(codec::decode(payload).map_err(decode_err)?),
-        };
         let mut g = self.write();
+        // A heartbeat batch is decoded once, from its bytes, into reused
+        // space (no allocation per beat); it is applied after the append.
+        let Inner { state, scratch, .. } = &mut *g;
+        let fact = match state.resolve_batch(payload, scratch).map_err(decode_err)? {
+            true => Fact::Batch,
+            false => Fact::Event(codec::decode(payload).map_err(decode_err)?),
+        };
         let next = self.core.log.next_lsn();
         if lsn < next {
             return Err(StoreError::Log(crate::log::LogError::InvalidArgument(
@@ -225,7 +229,12 @@ impl Store {
         let appended = self.core.log.append(payload, Durability::Lazy)?;
         debug_assert_eq!(appended, lsn);
         match &fact {
-            Fact::Batch(b) => g.state.apply_heartbeat_batch(lsn, b),
+            // The lock was held since the batch was resolved: the agents'
+            // positions are unchanged.
+            Fact::Batch => {
+                let Inner { state, scratch, .. } = &mut *g;
+                state.apply_resolved_batch(lsn, scratch)
+            }
             Fact::Event(e) => g.state.apply(lsn, e),
         }
         g.applied = lsn;
@@ -313,5 +322,33 @@ mod tests {
         let store = Store::open(dir.path(), StoreOptions::short_lived()).unwrap();
         assert!(store.register(reg("c"), None).is_err());
         assert!(store.state().agents().as_slice().is_empty());
+    }
+
+    #[test]
+    fn a_replicated_batch_with_a_bad_entry_is_refused_whole_and_nothing_is_logged() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::short_lived()).unwrap();
+        let t0 = Timestamp::from_secs(1_900_000_000);
+        for (name, pid) in [("a", 1), ("b", 2)] {
+            let mut r = reg(name);
+            r.pid = Some(pid);
+            store.register(r, Some(t0)).unwrap();
+        }
+        let t1 = t0.add_millis(1000);
+        let mut b = crate::registry::codec::HeartbeatBatchBuilder::default();
+        b.push(t1, "a", Some(1), None);
+        b.push(t1, "b", Some(2), None);
+        let good = b.take_payload();
+        // The last entry cut short: "a" decodes, "b" does not.
+        let bad = &good[..good.len() - 1];
+        let e = store.append_replicated(3, bad).unwrap_err().to_string();
+        assert!(e.contains("lsn 3"), "{e}");
+        assert_eq!(store.applied_lsn(), 2);
+        let active = |name: &str| store.state().agent(name).unwrap().last_active;
+        assert_eq!((active("a"), active("b")), (t0, t0), "nothing applied");
+        // The good batch takes the same LSN: nothing was logged at 3.
+        store.append_replicated(3, &good).unwrap();
+        assert_eq!((active("a"), active("b")), (t1, t1));
+        assert_eq!(store.state().anomalies(), 0);
     }
 }
