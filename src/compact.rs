@@ -262,30 +262,31 @@ pub fn plan(
             }
             continue;
         }
-        if let Some(batch) =
-            codec::decode_heartbeat_batch(r.payload).map_err(|e| undecodable(view, r.lsn, e))?
-        {
+        if codec::tag_of(r.payload) == Some(crate::registry::events::tag::HEARTBEAT_BATCH) {
             // Each beat joins its agent's run as a lone heartbeat would; the
             // record goes once every beat in it is a middle one (or beats
-            // for an agent that is not kept).
+            // for an agent that is not kept). The batch is decoded once: a
+            // bad entry fails the whole compaction, so beats handed over
+            // before it leave no trace.
+            let lsn = r.lsn;
             batches.insert(
-                r.lsn,
+                lsn,
                 BatchLeft {
                     pending: 0,
                     pinned: opts.keep_all_heartbeats,
                     bytes: size,
                 },
             );
-            for beat in batch.iter() {
+            codec::for_each_batched(r.payload, |beat| {
                 let Some(slot) = runs.get_mut(beat.agent) else {
-                    continue;
+                    return;
                 };
                 match slot {
                     Some(run) if run.pid == beat.pid => {
                         if run.last != 0 {
-                            supersede(&mut drop, &mut report, &mut batches, run, r.lsn);
+                            supersede(&mut drop, &mut report, &mut batches, run, lsn);
                         }
-                        run.last = r.lsn;
+                        run.last = lsn;
                         run.last_bytes = size;
                     }
                     _ => {
@@ -294,12 +295,13 @@ pub fn plan(
                             last: 0,
                             last_bytes: 0,
                         });
-                        batches.get_mut(&r.lsn).expect("inserted above").pinned = true;
-                        continue;
+                        batches.get_mut(&lsn).expect("inserted above").pinned = true;
+                        return;
                     }
                 }
-                batches.get_mut(&r.lsn).expect("inserted above").pending += 1;
-            }
+                batches.get_mut(&lsn).expect("inserted above").pending += 1;
+            })
+            .map_err(|e| undecodable(view, lsn, e))?;
             let left = batches[&r.lsn];
             if left.pending == 0 && !left.pinned {
                 batches.remove(&r.lsn);
