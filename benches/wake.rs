@@ -105,7 +105,7 @@ impl Served {
     fn start() -> Served {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("store");
-        drop(store_of_two(&dir));
+        store_of_two(&dir).close().unwrap();
         let daemon = Command::new(env!("CARGO_BIN_EXE_agentlog"))
             .arg("--dir")
             .arg(&dir)

@@ -302,10 +302,10 @@ pub fn plan(
                 batches.get_mut(&lsn).expect("inserted above").pending += 1;
             })
             .map_err(|e| undecodable(view, lsn, e))?;
-            let left = batches[&r.lsn];
+            let left = batches[&lsn];
             if left.pending == 0 && !left.pinned {
-                batches.remove(&r.lsn);
-                dropped(&mut drop, &mut report, r.lsn);
+                batches.remove(&lsn);
+                dropped(&mut drop, &mut report, lsn);
             }
             continue;
         }

@@ -82,7 +82,9 @@
 //! `default-features = false`: the API these docs show.
 //!
 //! `unsafe` is denied everywhere but `log::mmap`, which holds the map, the
-//! FIEMAP ioctl and `wait4`, each with its safety argument.
+//! FIEMAP ioctl, and (with `internals`) `wait4` and the `pre_exec` hook that
+//! ties a spawned server to its spawning thread, each with its safety
+//! argument.
 
 #![deny(unsafe_code)]
 

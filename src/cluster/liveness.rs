@@ -37,12 +37,17 @@ pub const STALE_AFTER: Duration = Duration::from_secs(3);
 /// What a replica knows about its contact with the stream's quorum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Staleness {
-    /// No quorum reached for `STALE_AFTER`: reads may be behind.
-    pub stale: bool,
     /// When the replica was marked stale (`None` while fresh).
     pub stale_since: Option<Timestamp>,
     /// The last probe that reached a quorum (or the node's start).
-    pub last_contact: Option<Timestamp>,
+    pub last_contact: Timestamp,
+}
+
+impl Staleness {
+    /// No quorum reached for `STALE_AFTER`: reads may be behind.
+    pub fn is_stale(&self) -> bool {
+        self.stale_since.is_some()
+    }
 }
 
 #[derive(Debug)]
@@ -81,9 +86,8 @@ impl Liveness {
     pub fn get(&self) -> Staleness {
         let c = self.contact.lock().unwrap_or_else(|e| e.into_inner());
         Staleness {
-            stale: c.stale_since.is_some(),
             stale_since: c.stale_since,
-            last_contact: Some(c.last.1),
+            last_contact: c.last.1,
         }
     }
 
@@ -94,9 +98,10 @@ impl Liveness {
         self.stale.store(false, Ordering::Relaxed);
     }
 
-    fn missed(&self, bound: Duration) {
+    /// A probe failed: stale once the last contact is `STALE_AFTER` old.
+    fn missed(&self) {
         let mut c = self.contact.lock().unwrap_or_else(|e| e.into_inner());
-        if c.stale_since.is_none() && c.last.0.elapsed() >= bound {
+        if c.stale_since.is_none() && c.last.0.elapsed() >= STALE_AFTER {
             c.stale_since = Some(Timestamp::now());
             self.stale.store(true, Ordering::Relaxed);
         }
@@ -113,11 +118,11 @@ pub(crate) async fn run(liveness: Arc<Liveness>, mut stream: stream::Stream) {
             Ok(Ok(())) => liveness.reached(),
             Ok(Err(why)) => {
                 tracing::debug!("stream quorum probe: {why}");
-                liveness.missed(STALE_AFTER);
+                liveness.missed();
             }
             Err(_) => {
                 tracing::debug!("stream quorum probe: no answer within {PROBE_TIMEOUT:?}");
-                liveness.missed(STALE_AFTER);
+                liveness.missed();
             }
         }
     }

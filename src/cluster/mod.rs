@@ -34,6 +34,7 @@ mod sink;
 mod stages;
 pub mod subjects;
 mod sweep;
+pub(crate) use sweep::own_origin;
 
 pub use compact::{StreamCompaction, MARKER_HEADROOM};
 pub use heartbeats::{BatchLimits, HeartbeatTicket};
@@ -358,8 +359,7 @@ impl ClusterNode {
     /// Publishes one event's encoded `payload`, with `origin` appended,
     /// under a fresh message id (stored once however often it is retried),
     /// conditional on the subject's last sequence being `expect` when given.
-    /// The hot path: a retry builds the message again instead of every
-    /// attempt cloning it.
+    /// Each attempt builds its message (a publish consumes it).
     async fn publish_event(
         &self,
         subject: &Subject,

@@ -91,7 +91,9 @@ impl ClusterNode {
 }
 
 /// This process as the origin of the events it decides on its own (sweeps).
-fn own_origin() -> Origin {
+/// Who this process is, as a record's origin: the daemon stamps it on
+/// what it does on its own (periodic sweeps, auto-compaction).
+pub(crate) fn own_origin() -> Origin {
     Origin {
         uid: rustix::process::geteuid().as_raw(),
         pid: std::process::id(),

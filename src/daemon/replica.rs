@@ -121,9 +121,9 @@ impl Replica {
             "resumed_at": self.resumed_at,
             "applied": self.node.applied(),
             "connected": self.node.connected(),
-            "stale": contact.stale,
+            "stale": contact.is_stale(),
             "stale_since": contact.stale_since.map(Timestamp::to_rfc3339_millis),
-            "last_contact": contact.last_contact.map(Timestamp::to_rfc3339_millis),
+            "last_contact": contact.last_contact.to_rfc3339_millis(),
             "open": self.node.store().open_report().events_folded,
             "sweeper": self.lease.held(),
             "sweep_rounds": self.sweep_rounds.load(Ordering::Relaxed),
@@ -136,10 +136,12 @@ impl Replica {
         if !self.node.is_stale() {
             return None;
         }
+        // One snapshot: contact may come back since the check above.
         let contact = self.node.staleness();
+        let since = contact.stale_since?;
         Some(json!({
-            "since": contact.stale_since.map(Timestamp::to_rfc3339_millis),
-            "last_contact": contact.last_contact.map(Timestamp::to_rfc3339_millis),
+            "since": since.to_rfc3339_millis(),
+            "last_contact": contact.last_contact.to_rfc3339_millis(),
         }))
     }
 

@@ -12,15 +12,15 @@
 use super::access::Access;
 use super::replica::Replica;
 use super::{code, conn, Dispatch, ErrorReply, ServeError, ServeOptions, ServeResult};
+use crate::cluster::own_origin;
 use crate::compact::{AutoCompactor, AutoPolicy, CompactOptions};
 use crate::probe::ProcProbe;
-use crate::registry::codec::Origin;
 use crate::store::{with_origin, Store};
 use crate::time::Timestamp;
 use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::UnixListener;
@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub http_addr: Option<SocketAddr>,
     /// Waiting reads blocked now (reported by `hello`).
     pub waiting_reads: AtomicUsize,
+    /// Auto-compaction checks finished (reported by `hello`).
+    pub compaction_rounds: AtomicU64,
     /// The replicated mode's node and lease (`serve --nats`).
     pub replica: Option<Arc<Replica>>,
 }
@@ -198,6 +200,7 @@ async fn run(
         watchers: AtomicUsize::new(0),
         http_addr,
         waiting_reads: AtomicUsize::new(0),
+        compaction_rounds: AtomicU64::new(0),
         replica,
     });
     let mut duties = start_duties(&shared);
@@ -273,13 +276,6 @@ async fn refuse(stream: tokio::net::UnixStream, n: usize, counted: Counted) {
 }
 
 /// The daemon's own origin for the events its duties append.
-fn own_origin() -> Origin {
-    Origin {
-        uid: rustix::process::geteuid().as_raw(),
-        pid: std::process::id(),
-    }
-}
-
 /// Runs `f` on the blocking pool every `every` (first after one period).
 fn every(
     every: Duration,
@@ -345,6 +341,7 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
                 Ok(None) => {}
                 Err(e) => tracing::warn!("auto-compaction failed: {e}"),
             }
+            s.compaction_rounds.fetch_add(1, Ordering::Relaxed);
         }));
     }
     duties

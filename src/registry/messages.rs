@@ -160,7 +160,7 @@ impl State {
                 .and_then(|&id| self.message(id))
                 .filter(|m| !m.is_expired(at))
             {
-                return if m.digest == digest {
+                return if m.posted.digest == digest {
                     Ok(PostOutcome::Existing(m.id))
                 } else {
                     Err(RegistryError::RequestIdConflict {
@@ -203,12 +203,13 @@ impl State {
             .iter()
             .filter(|m| {
                 !m.is_read_by(reader)
-                    && match &m.to {
+                    && match &m.posted.to {
                         Some(to) => to == reader,
                         None => m.posted_at >= floor,
                     }
                     && project_root.is_none_or(|root| {
-                        m.project_root
+                        m.posted
+                            .project_root
                             .as_deref()
                             .is_some_and(|own| same_project(own, root))
                     })

@@ -77,8 +77,8 @@ pub fn page_len(sizes: impl IntoIterator<Item = usize>, limits: PageLimits) -> u
 /// FROM → TO [CATEGORY] PRIORITY: BODY`. Control characters of the body are
 /// escaped (`\n`), so the line stays one line.
 pub fn render_line(m: &Message) -> String {
-    let mut body = String::with_capacity(m.body.len());
-    for c in m.body.chars() {
+    let mut body = String::with_capacity(m.posted.body.len());
+    for c in m.posted.body.chars() {
         if c.is_control() {
             body.extend(c.escape_default());
         } else {
@@ -89,10 +89,10 @@ pub fn render_line(m: &Message) -> String {
         "#{} {} {} → {} [{}] {}: {body}",
         m.id,
         m.posted_at,
-        m.from,
-        m.to.as_deref().unwrap_or("all"),
-        m.category,
-        m.priority
+        m.posted.from,
+        m.posted.to.as_deref().unwrap_or("all"),
+        m.posted.category,
+        m.posted.priority
     )
 }
 
@@ -222,7 +222,11 @@ impl State {
         let agent = self.existing(name)?.clone();
         Ok(AgentSummary {
             unread: self.unread(name, None, now)?.len(),
-            sent: self.messages.iter().filter(|m| m.from == name).count(),
+            sent: self
+                .messages
+                .iter()
+                .filter(|m| m.posted.from == name)
+                .count(),
             agent,
         })
     }

@@ -29,9 +29,8 @@ use std::collections::{BTreeMap, VecDeque};
 /// Default cap on live messages.
 pub const DEFAULT_MAX_MESSAGES: usize = 200;
 
-/// A live message: the post as logged, with its id (the LSN of its
-/// `MessagePosted` record), time and readers. The post's fields read
-/// through it (`m.from`, `m.body`).
+/// A live message: the post as logged (`m.posted.from`, `m.posted.body`),
+/// with its id (the LSN of its `MessagePosted` record), time and readers.
 ///
 /// Snapshots hold it as bincode, which writes a nested struct's fields in
 /// line: the bytes are those of the flat field list (snapshot format 3).
@@ -45,19 +44,12 @@ pub struct Message {
     pub read_by: Vec<String>,
 }
 
-impl std::ops::Deref for Message {
-    type Target = PostedMessage;
-    fn deref(&self) -> &PostedMessage {
-        &self.posted
-    }
-}
-
 impl Message {
     pub fn is_read_by(&self, agent: &str) -> bool {
-        self.from == agent || self.read_by.iter().any(|r| r == agent)
+        self.posted.from == agent || self.read_by.iter().any(|r| r == agent)
     }
     pub fn is_expired(&self, now: Timestamp) -> bool {
-        self.expires_at <= now
+        self.posted.expires_at <= now
     }
 }
 
@@ -197,8 +189,8 @@ impl State {
                     .take(excess)
                     .map(|m| DroppedMessage {
                         id: m.id,
-                        from: m.from.clone(),
-                        to: m.to.clone(),
+                        from: m.posted.from.clone(),
+                        to: m.posted.to.clone(),
                     })
                     .collect(),
                 reason: DropReason::Cap,
@@ -209,9 +201,9 @@ impl State {
     fn count_drop(&mut self, m: &Message) {
         *self
             .drops
-            .entry(m.to.clone())
+            .entry(m.posted.to.clone())
             .or_default()
-            .entry(m.from.clone())
+            .entry(m.posted.from.clone())
             .or_insert(0) += 1;
     }
 
@@ -559,8 +551,12 @@ impl State {
     }
 
     fn unindex(&mut self, m: &Message) {
-        if let Some(rid) = &m.request_id {
-            let key = (m.from.clone(), m.project_root.clone(), rid.clone());
+        if let Some(rid) = &m.posted.request_id {
+            let key = (
+                m.posted.from.clone(),
+                m.posted.project_root.clone(),
+                rid.clone(),
+            );
             if self.requests.get(&key) == Some(&m.id) {
                 self.requests.remove(&key);
             }

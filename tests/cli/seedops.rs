@@ -259,11 +259,21 @@ fn start_time(pid: u32) -> u64 {
 fn presence_flips_when_the_process_exits() {
     let env = Env::new();
     env.ok(&["init"]);
-    let mut child = std::process::Command::new("sleep")
-        .arg("600")
-        .spawn()
-        .unwrap();
-    let pid = child.id();
+    /// Kills the probed process however the test ends.
+    struct Sleeper(std::process::Child);
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Sleeper(
+        std::process::Command::new("sleep")
+            .arg("600")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
     let start = start_time(pid).to_string();
     let pid_s = pid.to_string();
     env.ok(&register_args(
@@ -300,8 +310,8 @@ fn presence_flips_when_the_process_exits() {
     let v = env.run(&["--json", "presence", "mcp1"]).json();
     assert_eq!(v["live"], true);
 
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     let r = env.run(&["presence", "mcp1"]);
     assert!(r.code == 1 && r.stdout.contains("is gone"), "{}", r.stdout);
     assert_eq!(env.run(&["presence", "--any-transport"]).code, 1);

@@ -122,7 +122,7 @@ async fn three_hosts_converge_to_identical_exports() {
         .unwrap();
     assert_eq!(read.len(), 1);
     assert_eq!(read[0].id, ids[0]);
-    assert_eq!(read[0].from, "agent-0");
+    assert_eq!(read[0].posted.from, "agent-0");
     // A finished agent's heartbeat is refused on every host alike.
     for i in 0..3 {
         let err = host(i)
@@ -165,7 +165,11 @@ async fn three_hosts_converge_to_identical_exports() {
     for s in &states {
         assert_eq!(s.agent("agent-0").unwrap().status, Status::Busy);
         assert_eq!(s.agent("agent-4").unwrap().status, Status::Exited);
-        let retried = s.messages().iter().filter(|m| m.body != "brief").count();
+        let retried = s
+            .messages()
+            .iter()
+            .filter(|m| m.posted.body != "brief")
+            .count();
         assert_eq!(retried, 9, "the retries were stored once");
         assert!(s.message(ids[0]).unwrap().is_read_by("agent-1"));
         assert_eq!(s.anomalies(), 0);

@@ -12,12 +12,12 @@
 
 use super::daemon::{at, cluster, converge, Host};
 use crate::support::cli::register_args;
-use crate::support::daemon::{bin, eventually, Conn, Daemon, Store};
+use crate::support::daemon::{bin, eventually, eventually_within, Conn, Daemon, Store};
 use crate::support::http::Sse;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const AGENTS: [(&str, &str); 3] = [("w0", "100"), ("w1", "101"), ("w2", "102")];
 
@@ -360,18 +360,10 @@ fn auto_compaction_on_replicas_compacts_the_stream_once() {
         assert!(out.status.success(), "{args:?}: {out:?}");
     };
     for (name, h) in [("sender", &hosts[0]), ("reader", &hosts[1])] {
-        let at = "2020-01-01T00:00:00Z";
-        let reg = [
-            "register",
-            name,
-            "--provider",
-            "codex",
-            "--cwd",
-            "/c",
-            "--at",
-            at,
-        ];
-        long_ago(h, &reg);
+        long_ago(
+            h,
+            &register_args(name, "codex", "/c", "2020-01-01T00:00:00Z", &[]),
+        );
     }
     // 20 posts of 60 KB with an hour to live: 1.2 MB, all droppable.
     let body = "x".repeat(60_000);
@@ -392,20 +384,15 @@ fn auto_compaction_on_replicas_compacts_the_stream_once() {
         long_ago(&hosts[i % 2], &post);
     }
     let posted = converge(&[&hosts[0], &hosts[1]]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let compacted = loop {
+    let compacted = eventually_within("an auto-compaction", Duration::from_secs(60), || {
         let markers: Vec<u64> = hosts[0]
             .log()
             .iter()
             .filter(|(_, e)| e["kind"] == "StreamCompacted")
             .map(|(l, _)| *l)
             .collect();
-        if !markers.is_empty() {
-            break markers;
-        }
-        assert!(Instant::now() < deadline, "no auto-compaction within 60 s");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        (!markers.is_empty()).then_some(markers)
+    });
     assert_eq!(compacted, [posted + 1], "one marker right after the posts");
     let last = converge(&[&hosts[0], &hosts[1]]);
     // Each mirror compacts its log after folding the marker (a rewrite of
@@ -418,7 +405,14 @@ fn auto_compaction_on_replicas_compacts_the_stream_once() {
                 .then_some(())
         });
     }
-    // Both hosts' next tick (each every 10 s) finds nothing more to drop.
-    std::thread::sleep(Duration::from_secs(11));
+    // A check on each host that ends after its log dropped the posts (one
+    // every 10 s) finds nothing more to drop.
+    let rounds = |h: &Host| h.hello()["compaction_rounds"].as_u64().unwrap();
+    let before: Vec<u64> = hosts.iter().map(rounds).collect();
+    for (h, before) in hosts.iter().zip(before) {
+        eventually_within("an auto-compaction check", Duration::from_secs(30), || {
+            (rounds(h) > before).then_some(())
+        });
+    }
     assert_eq!(converge(&[&hosts[0], &hosts[1]]), last, "a second marker");
 }

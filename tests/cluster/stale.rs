@@ -109,6 +109,13 @@ fn a_replica_without_quorum_is_marked_stale_and_recovers() {
                 .unwrap()
         })
     };
+    // The write is at the daemon (its connection open beside this one) and
+    // unanswered while the quorum is gone.
+    eventually_within("the write in flight", Duration::from_secs(20), || {
+        let hello = call(h1, "hello", json!({}))["result"].clone();
+        (hello["connections"].as_u64() >= Some(2)).then_some(())
+    });
+    assert!(!writer.is_finished(), "a write returned while stale");
     nats.restart(1);
     nats.restart(2);
     let restarted_at = Instant::now();

@@ -190,7 +190,7 @@ fn exactly_the_retired_agents_and_expired_messages_disappear() {
     assert_eq!(full.agents(), expected.agents());
     assert_eq!(full.messages(), expected.messages());
     assert_eq!(full.messages().len(), 3);
-    assert!(full.messages().iter().all(|m| m.expires_at > now));
+    assert!(full.messages().iter().all(|m| m.posted.expires_at > now));
 
     // The log: no record of a retired or removed agent, no expired post.
     let after = read_events(&log);

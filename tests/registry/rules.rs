@@ -374,9 +374,9 @@ fn messages_ttl_expiry_cap_and_limits() {
         .post(PostMessage::new("a", Some("b"), "note", "hi"), t(1))
         .unwrap();
     let m = r.s.message(id).unwrap();
-    assert_eq!(m.expires_at, t(1).add_millis(DEFAULT_TTL_MS));
+    assert_eq!(m.posted.expires_at, t(1).add_millis(DEFAULT_TTL_MS));
     assert_eq!(
-        (m.priority, m.privacy),
+        (m.posted.priority, m.posted.privacy),
         (Priority::Normal, agentlog::model::Privacy::Team)
     );
     // Expiry judged against `now`.

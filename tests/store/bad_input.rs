@@ -56,13 +56,14 @@ fn cut_status_change() -> Vec<u8> {
 }
 
 /// The first segment of the store in `dir`, and the byte offset of its
-/// record 2, which follows record 1 (the registration): a 64-byte segment
-/// header, a 16-byte record header, the payload padded to 8 bytes.
+/// record 2, which follows record 1 (the registration) after the segment
+/// header.
 fn second_record(dir: &Path) -> (PathBuf, u64) {
-    let segment = dir.join("log").join(format!("{:020}.seg", 1));
+    use agentlog::internals::{record_size, LEN_MASK, SEG_HDR};
+    let segment = crate::support::log::main_segments(&dir.join("log")).remove(0);
     let bytes = std::fs::read(&segment).unwrap();
-    let len1 = u32::from_le_bytes(bytes[64..68].try_into().unwrap()) & ((1 << 28) - 1);
-    let at = 64 + ((16 + len1 as u64 + 7) & !7);
+    let len1 = u32::from_le_bytes(bytes[SEG_HDR..SEG_HDR + 4].try_into().unwrap()) & LEN_MASK;
+    let at = (SEG_HDR + record_size(len1 as usize)) as u64;
     assert_eq!(
         u64::from_le_bytes(bytes[at as usize + 8..at as usize + 16].try_into().unwrap()),
         2

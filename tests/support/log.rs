@@ -71,11 +71,12 @@ impl Rng {
 
 /// Record size on disk for a payload length (header + payload + padding).
 pub fn rec_size(len: usize) -> usize {
-    (16 + len + 7) & !7
+    agentlog::internals::record_size(len)
 }
 
 /// Offset of record `lsn` in a first segment of single records with
-/// [`payload`]s: the 64-byte segment header, then the records before it.
+/// [`payload`]s: the segment header, then the records before it.
 pub fn offset_of(lsn: u64) -> usize {
-    64 + (1..lsn).map(|l| rec_size(payload(l).len())).sum::<usize>()
+    use agentlog::internals::SEG_HDR;
+    SEG_HDR + (1..lsn).map(|l| rec_size(payload(l).len())).sum::<usize>()
 }

@@ -30,9 +30,11 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Compact) -> Result<ExitCode> {
     let clock = (!a.force_now).then(clock);
     // A dry run plans from the read-only store (no writer lock); a real
     // compaction runs on the writer's store (the daemon's, when inside it),
-    // as does a replica's dry run: it plans over the stream's last sequence.
-    let replica = agentlog::store::replica_of(&dir)?.is_some();
-    let rep = if a.dry_run && !replica {
+    // as does a dry run inside a replica's daemon: it plans over the
+    // stream's last sequence. (A replica without its daemon plans over its
+    // local mirror, read-only, like any store.)
+    let through_stream = crate::cli::open::served_store().is_some_and(|s| s.is_replica());
+    let rep = if a.dry_run && !through_stream {
         crate::ops::compact(&dir, a.now, true, clock).map_err(anyhow::Error::from)
     } else {
         with_store(&dir, |s| {

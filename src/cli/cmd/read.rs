@@ -194,11 +194,11 @@ fn table(w: &mut W, msgs: &[Message]) -> std::io::Result<()> {
             vec![
                 m.id.to_string(),
                 m.posted_at.to_string(),
-                m.from.clone(),
-                m.to.clone().unwrap_or_else(|| "(all)".into()),
-                m.category.clone(),
-                m.priority.to_string(),
-                m.body.clone(),
+                m.posted.from.clone(),
+                m.posted.to.clone().unwrap_or_else(|| "(all)".into()),
+                m.posted.category.clone(),
+                m.posted.priority.to_string(),
+                m.posted.body.clone(),
             ]
         })
         .collect();
@@ -214,14 +214,14 @@ fn message(m: &Message) -> Value {
     json!({
         "id": m.id,
         "posted_at": render::time(m.posted_at),
-        "from": m.from,
-        "to": m.to,
-        "category": m.category,
-        "body": m.body,
-        "priority": m.priority.as_str(),
-        "privacy": m.privacy.as_str(),
-        "project_root": m.project_root,
-        "expires_at": render::time(m.expires_at),
-        "request_id": m.request_id,
+        "from": m.posted.from,
+        "to": m.posted.to,
+        "category": m.posted.category,
+        "body": m.posted.body,
+        "priority": m.posted.priority.as_str(),
+        "privacy": m.posted.privacy.as_str(),
+        "project_root": m.posted.project_root,
+        "expires_at": render::time(m.posted.expires_at),
+        "request_id": m.posted.request_id,
     })
 }

@@ -370,6 +370,7 @@ mod tests {
             watchers: AtomicUsize::new(0),
             http_addr: None,
             waiting_reads: AtomicUsize::new(0),
+            compaction_rounds: std::sync::atomic::AtomicU64::new(0),
             replica: None,
         });
         let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
