@@ -2,7 +2,8 @@
 //! etcd cluster on loopback, three host processes, one second per phase.
 //! The report has both systems' three phases with measured, positive counts
 //! and ordered latencies, no lazy heartbeat missing from the stream, and the
-//! ratios and targets computed from them. Without nats-server or etcd the
+//! ratios and targets computed from them. The test installs nats-server and
+//! etcd when they are missing (tests/support/prereq.rs); without them the
 //! benchmark fails, and so does this test (never a skip).
 
 use serde_json::Value;
@@ -34,9 +35,11 @@ fn latency(doc: &Value, path: &str) {
 #[test]
 fn bench_cluster_measures_nats_and_etcd_doing_the_same_work() {
     let nats = crate::support::cluster::nats_server_binary();
+    let etcd = crate::support::prereq::etcd();
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_agentlog"))
         .env("AGENTLOG_NATS_SERVER", &nats)
+        .env("AGENTLOG_ETCD", &etcd)
         .arg("--dir")
         .arg(dir.path())
         .args(["bench", "cluster", "--hosts", "3", "--agents", "50"])

@@ -1,8 +1,9 @@
 //! The live page in a real headless browser (Debian's chromium, driven over
 //! WebDriver by chromedriver): it shows the registered agents, shows a
 //! status change made through the CLI within a second with no reload, drops
-//! a removed agent's row, and renders hostile names as text. Chromium missing is a failure, not a
-//! skip: `.ci/run` installs it.
+//! a removed agent's row, and renders hostile names as text. The test installs chromium when
+//! it is missing (tests/support/prereq.rs) and fails, never skips, when it
+//! cannot.
 
 use crate::support::http::*;
 use serde_json::json;

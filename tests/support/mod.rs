@@ -20,6 +20,8 @@
 //! - [`fleet`]: a steady fleet on a real log with automatic compaction,
 //!   in simulated time, sampling the disk use.
 //! - [`fixtures`]: the shared `registry.json` fixtures and their row counts.
+//! - [`prereq`]: the outside programs tests drive (nats-server, etcd,
+//!   chromium), installed by the tests when absent.
 
 #![allow(dead_code)]
 
@@ -32,6 +34,7 @@ pub mod fleet;
 pub mod http;
 pub mod log;
 pub mod ops;
+pub mod prereq;
 pub mod store;
 pub mod tmpfs;
 
