@@ -8,6 +8,8 @@ mod support;
 
 mod daemon {
     mod access;
+    mod clients;
+    mod conformance;
     mod crash;
     mod protocol;
     mod watch;

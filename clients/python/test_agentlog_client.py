@@ -1,22 +1,16 @@
-"""Tests of agentlog_client.py against a real daemon (`agentlog serve`).
+"""Tests of the synchronous client (agentlog_client.Client) against a real
+daemon (`agentlog serve`, started by harness.Daemon).
 
 Run from the repository root after `cargo build --release`:
 
     python3 -m unittest discover -s clients/python -v
 
-The binary is $AGENTLOG_BIN, else target/release/agentlog; words of
-$AGENTLOG_SERVE_ARGS are added to `serve` (tests/cluster/daemon.rs runs this
-suite against a replicated daemon with `--nats URLS --stream FLEET`). Each test class
-starts its own daemon on a fresh store in a temporary directory and stops it
-(SIGTERM, then SIGKILL) whatever happens. Event times are passed explicitly,
-so nothing depends on the date the tests run.
+(`cargo test --release --test daemon clients::` runs this too.) Event times
+are passed explicitly, so nothing depends on the date the tests run.
 """
 
 import os
-import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,12 +19,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import agentlog_client as al  # noqa: E402
+from harness import REPLICATED, Daemon  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-# A replica (`serve --nats`) answers a lazy heartbeat with its batch's lsn
-# (docs/scaling.md §5).
-REPLICATED = "--nats" in os.environ.get("AGENTLOG_SERVE_ARGS", "")
-BIN = os.environ.get("AGENTLOG_BIN") or os.path.join(ROOT, "target", "release", "agentlog")
 T0 = "2026-11-30T12:00:"
 
 
@@ -38,45 +28,6 @@ def at(sec):
     return "%s%02dZ" % (T0, sec)
 
 
-class Daemon:
-    """A real `agentlog serve` on a fresh store."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="agentlog-py-")
-        self.store = os.path.join(self.dir, "store")
-        env = dict(os.environ, AGENTLOG_NOW=at(0))
-        env.pop("AGENTLOG_DIR", None)
-        subprocess.run([BIN, "--dir", self.store, "init"], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
-        extra = shlex.split(os.environ.get("AGENTLOG_SERVE_ARGS", ""))
-        self.proc = subprocess.Popen([BIN, "--dir", self.store, "serve"] + extra, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                al.Client(self.store).close()
-                return
-            except al.NoDaemon:
-                if self.proc.poll() is not None:
-                    raise RuntimeError("daemon exited: %s" % self.proc.stderr.read().decode())
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("daemon did not answer within 20 s")
-                time.sleep(0.02)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stderr.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@unittest.skipIf(not os.path.exists(BIN), "build first: %s is missing" % BIN)
 class ClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -188,6 +139,40 @@ class ClientTest(unittest.TestCase):
             else:
                 self.assertEqual(len(set(lsns)), 50)
             self.assertIsInstance(results[50], al.Refused)
+
+    def test_heartbeat_many_is_one_pipelined_batch(self):
+        with self.client() as c:
+            c.register("py-many-a", provider="claude", cwd="/w", at=at(40))
+            c.register("py-many-b", provider="claude", cwd="/w", at=at(40))
+            names = ["py-many-a", "py-many-b"] * 20 + ["py-many-ghost", "py-many-a"]
+            out = c.heartbeat_many(names)
+            self.assertEqual(len(out), len(names))
+            self.assertEqual([r["agent"] for r in out[:40]], names[:40])
+            self.assertIsInstance(out[40], al.Refused)
+            self.assertEqual(out[41]["agent"], "py-many-a")
+            lsns = [r["lsn"] for r in out[:40]] + [out[41]["lsn"]]
+            self.assertEqual(lsns, sorted(lsns))
+            # Durable and timed heartbeats take the general shape; still in order.
+            out = c.heartbeat_many(["py-many-a", "py-many-b"], durable=True, at=at(41))
+            self.assertEqual([r["agent"] for r in out], ["py-many-a", "py-many-b"])
+            self.assertEqual(c.get("py-many-b")["name"], "py-many-b")
+
+    def test_names_needing_escapes_round_trip(self):
+        name = 'py-"quoted"\\-é-\u2603'
+        with self.client() as c:
+            c.register(name, provider="claude", cwd="/w", at=at(42))
+            self.assertEqual(c.heartbeat(name)["agent"], name)
+            self.assertEqual(c.heartbeat_many([name, name])[1]["agent"], name)
+            with self.assertRaises(TypeError):
+                c.heartbeat(42)
+
+    def test_raw_request_returns_the_whole_response(self):
+        with self.client() as c:
+            doc = c.request({"id": "raw-1", "method": "no-such-method"})
+            self.assertEqual(doc["id"], "raw-1")
+            self.assertEqual(doc["error"]["code"], "unknown_method")
+            self.assertEqual(doc["error"]["exit"], 2)
+            self.assertEqual(c.hello()["protocol"], 1)
 
     def test_watch_sees_history_then_live_events(self):
         with self.client() as c:

@@ -4,6 +4,15 @@
 //! own bound (`--echo`: [`super::echo`]), SQLite and the whole-file JSON
 //! rewrite (`--compare`).
 //!
+//! The client processes are this binary's Rust workers, or (`--client
+//! python|node`, several in one run) the Python and Node client libraries'
+//! own workers (`clients/python/bench_worker.py`, `clients/node/bench/
+//! worker.js`), which speak the same pipe protocol: each library on a fresh
+//! daemon, so the figures of one run compare libraries on equal terms. With
+//! `python` and `--compare`, Python processes also run the same heartbeats
+//! on Python's own sqlite3 (the peer a Python agent host would use). The
+//! echo bound and the other peers always use the Rust workers.
+//!
 //! Each phase spawns the worker processes ([`super::clients_worker`], the
 //! binary re-executed as `bench clients-worker`), waits until every one has
 //! opened its connections, releases them together, and sums what they
@@ -43,6 +52,62 @@ pub enum Via {
     Cli,
 }
 
+/// A client library whose processes `bench clients` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientLang {
+    /// This binary's `bench clients-worker`.
+    Rust,
+    /// `clients/python/bench_worker.py` on `$AGENTLOG_PYTHON`, else `python3`.
+    Python,
+    /// `clients/node/bench/worker.js` on `$AGENTLOG_NODE`, else `node`.
+    Node,
+}
+
+impl ClientLang {
+    /// The phase through the daemon: `daemon` for the Rust workers (as
+    /// before `--client`), else the library's name.
+    pub fn phase(self) -> &'static str {
+        match self {
+            ClientLang::Rust => "daemon",
+            ClientLang::Python => "python",
+            ClientLang::Node => "node",
+        }
+    }
+
+    /// The command that starts one worker process.
+    fn worker_command(self, cfg: &ClientsConfig) -> Result<Command> {
+        let program = |var: &str, default: &str| {
+            std::env::var_os(var).map_or_else(|| PathBuf::from(default), PathBuf::from)
+        };
+        let (interpreter, script) = match self {
+            ClientLang::Rust => {
+                let mut cmd = Command::new(&cfg.exe);
+                cmd.args(["bench", "clients-worker"]);
+                return Ok(cmd);
+            }
+            ClientLang::Python => (
+                program("AGENTLOG_PYTHON", "python3"),
+                cfg.clients_dir.join("python").join("bench_worker.py"),
+            ),
+            ClientLang::Node => (
+                program("AGENTLOG_NODE", "node"),
+                cfg.clients_dir.join("node").join("bench").join("worker.js"),
+            ),
+        };
+        if !script.is_file() {
+            return Err(BenchError::Config(format!(
+                "--client {}: no worker at {} (point --clients-dir at the repository's clients/)",
+                self.phase(),
+                script.display()
+            )));
+        }
+        let mut cmd = Command::new(interpreter);
+        cmd.arg(script);
+        Ok(cmd)
+    }
+}
+
 /// What `bench clients` runs.
 #[derive(Debug, Clone)]
 pub struct ClientsConfig {
@@ -64,6 +129,11 @@ pub struct ClientsConfig {
     /// The daemon also serves `serve --http` here (to measure what an open
     /// live page and a scraper cost it).
     pub http: Option<String>,
+    /// The client libraries, each run on a fresh daemon, in order; the first
+    /// is the report's `main`.
+    pub clients: Vec<ClientLang>,
+    /// Where `python/` and `node/` are.
+    pub clients_dir: PathBuf,
 }
 
 /// One phase: the P processes against one target.
@@ -97,15 +167,33 @@ pub struct ClientsReport {
     pub durable: bool,
     pub pipeline: usize,
     pub via: Via,
-    /// Through the daemon (`--via`).
+    /// Through the daemon (`--via`), with the first `--client`.
     pub main: PhaseReport,
+    /// Every `--client`'s phase through the daemon, `main` first.
+    pub clients: Vec<PhaseReport>,
     pub echo: Option<PhaseReport>,
     pub sqlite: Option<PhaseReport>,
+    /// Python processes on Python's sqlite3 (`--client python --compare`).
+    pub python_sqlite: Option<PhaseReport>,
     pub json_rewrite: Option<PhaseReport>,
     /// `main / <other>` ops/s, for each other phase run (`echo`, `sqlite`,
-    /// `json_rewrite`).
+    /// `python_sqlite`, `json_rewrite`).
     pub ratios: BTreeMap<String, f64>,
+    /// `"<client> / <other>"` ops/s for every client phase against every
+    /// other phase of the run (the other clients' included).
+    pub pair_ratios: BTreeMap<String, f64>,
     pub machine: MachineInfo,
+}
+
+impl ClientsReport {
+    /// Every phase run: the clients', then the peers'.
+    pub fn phases(&self) -> impl Iterator<Item = &PhaseReport> {
+        self.clients.iter().chain(
+            [&self.echo, &self.sqlite, &self.python_sqlite, &self.json_rewrite]
+                .into_iter()
+                .flatten(),
+        )
+    }
 }
 
 impl ClientsConfig {
@@ -116,6 +204,12 @@ impl ClientsConfig {
         }
         if !(self.seconds.is_finite() && self.seconds > 0.0) {
             return bad(format!("--seconds must be positive, got {}", self.seconds));
+        }
+        if self.clients.is_empty() {
+            return bad("--client names at least one client library".into());
+        }
+        if self.via == Via::Cli && self.clients != [ClientLang::Rust] {
+            return bad("--via cli runs `agentlog heartbeat` processes: --client does not apply".into());
         }
         if self.via == Via::Cli && (self.conns > 1 || self.pipeline > 1 || self.durable) {
             return bad(
@@ -330,6 +424,7 @@ fn run_phase(
     name: &str,
     target: Target,
     protocol: bool,
+    lang: ClientLang,
 ) -> Result<PhaseReport> {
     let (conns, pipeline) = if protocol {
         (cfg.conns, cfg.pipeline)
@@ -348,9 +443,8 @@ fn run_phase(
             seconds: cfg.seconds,
             durable: cfg.durable,
         };
-        let mut cmd = Command::new(&cfg.exe);
-        cmd.env_remove("AGENTLOG_NOW")
-            .args(["bench", "clients-worker"]);
+        let mut cmd = lang.worker_command(cfg)?;
+        cmd.env_remove("AGENTLOG_NOW");
         let mut worker = Worker::spawn(cmd, &cfg.exe)?;
         let text = serde_json::to_string(&spec).expect("a worker spec serializes");
         // A worker that died already is reported by the `ready` read below.
@@ -438,12 +532,16 @@ pub fn run_clients(cfg: &ClientsConfig) -> Result<ClientsReport> {
         .tempdir_in(&root)
         .map_err(|e| BenchError::io("cannot create a run directory in", &root, e))?;
     let machine = MachineInfo::probe(run.path())?;
-    let store = run.path().join("store");
-    let main = {
+    let mut clients = Vec::with_capacity(cfg.clients.len());
+    for (i, &lang) in cfg.clients.iter().enumerate() {
+        let store = match i {
+            0 => run.path().join("store"),
+            _ => run.path().join(format!("store-{}", lang.phase())),
+        };
         let daemon = start_daemon(cfg, &store)?;
         let before = last_lsn(&store)?;
         let (name, target, protocol) = match cfg.via {
-            Via::Daemon => ("daemon", Target::Daemon { dir: store.clone() }, true),
+            Via::Daemon => (lang.phase(), Target::Daemon { dir: store.clone() }, true),
             Via::Cli => {
                 let t = Target::Cli {
                     exe: cfg.exe.clone(),
@@ -452,11 +550,12 @@ pub fn run_clients(cfg: &ClientsConfig) -> Result<ClientsReport> {
                 ("cli", t, false)
             }
         };
-        let mut main = run_phase(cfg, name, target, protocol)?;
-        main.events_logged = Some(last_lsn(&store)? - before);
+        let mut phase = run_phase(cfg, name, target, protocol, lang)?;
+        phase.events_logged = Some(last_lsn(&store)? - before);
         daemon.stop()?;
-        main
-    };
+        clients.push(phase);
+    }
+    let main = clients[0].clone();
     let echo = if cfg.echo {
         let dir = run.path().join("echo");
         std::fs::create_dir(&dir).map_err(|e| BenchError::io("cannot create", &dir, e))?;
@@ -464,7 +563,7 @@ pub fn run_clients(cfg: &ClientsConfig) -> Result<ClientsReport> {
         cmd.args(["bench", "echo-server", "--socket"])
             .arg(agentlog::daemon::socket_path(&dir));
         let server = Server::start(cmd, "echo server", dir.join("echo.log"))?;
-        let phase = run_phase(cfg, "echo", Target::Echo { dir }, true)?;
+        let phase = run_phase(cfg, "echo", Target::Echo { dir }, true, ClientLang::Rust)?;
         server.stop()?;
         Some(phase)
     } else {
@@ -472,15 +571,32 @@ pub fn run_clients(cfg: &ClientsConfig) -> Result<ClientsReport> {
     };
     let (sqlite, json_rewrite) = if cfg.compare {
         (
-            Some(sqlite_phase(cfg, run.path())?),
+            Some(sqlite_phase(cfg, run.path(), ClientLang::Rust)?),
             Some(json_phase(cfg, run.path())?),
         )
     } else {
         (None, None)
     };
+    let python_sqlite = if cfg.compare && cfg.clients.contains(&ClientLang::Python) {
+        Some(sqlite_phase(cfg, run.path(), ClientLang::Python)?)
+    } else {
+        None
+    };
+    let peers: Vec<&PhaseReport> = [&echo, &sqlite, &python_sqlite, &json_rewrite]
+        .into_iter()
+        .flatten()
+        .collect();
     let mut ratios = BTreeMap::new();
-    for p in [&echo, &sqlite, &json_rewrite].into_iter().flatten() {
+    for p in &peers {
         ratios.insert(p.target.clone(), main.ops_per_s / p.ops_per_s);
+    }
+    let mut pair_ratios = BTreeMap::new();
+    for (i, c) in clients.iter().enumerate() {
+        let others = clients.iter().skip(i + 1).chain(peers.iter().copied());
+        for o in others {
+            let key = format!("{} / {}", c.target, o.target);
+            pair_ratios.insert(key, c.ops_per_s / o.ops_per_s);
+        }
     }
     Ok(ClientsReport {
         procs: cfg.procs,
@@ -491,30 +607,45 @@ pub fn run_clients(cfg: &ClientsConfig) -> Result<ClientsReport> {
         pipeline: main.pipeline,
         via: cfg.via,
         main,
+        clients,
         echo,
         sqlite,
+        python_sqlite,
         json_rewrite,
         ratios,
+        pair_ratios,
         machine,
     })
 }
 
+/// The SQLite baseline on a fresh database, through the Rust workers
+/// (`rusqlite`) or Python's `sqlite3` (same schema, pragmas and UPDATE).
 #[cfg(feature = "sqlite-baseline")]
-fn sqlite_phase(cfg: &ClientsConfig, run: &Path) -> Result<PhaseReport> {
-    let path = run.join("agents.db");
+fn sqlite_phase(cfg: &ClientsConfig, run: &Path, lang: ClientLang) -> Result<PhaseReport> {
+    let (name, file) = match lang {
+        ClientLang::Python => ("python_sqlite", "agents-python.db"),
+        _ => ("sqlite", "agents.db"),
+    };
+    let path = run.join(file);
     super::sqlite::create(&path, cfg.agents)?;
-    run_phase(cfg, "sqlite", Target::Sqlite { path }, false)
+    run_phase(cfg, name, Target::Sqlite { path }, false, lang)
 }
 
 #[cfg(not(feature = "sqlite-baseline"))]
-fn sqlite_phase(_: &ClientsConfig, _: &Path) -> Result<PhaseReport> {
+fn sqlite_phase(_: &ClientsConfig, _: &Path, _: ClientLang) -> Result<PhaseReport> {
     Err(BenchError::Run(NO_SQLITE.into()))
 }
 
 fn json_phase(cfg: &ClientsConfig, run: &Path) -> Result<PhaseReport> {
     let dir = run.join("json");
     JsonRewriteRegistry::new(&dir)?.register_all(cfg.agents)?;
-    run_phase(cfg, "json_rewrite", Target::JsonRewrite { dir }, false)
+    run_phase(
+        cfg,
+        "json_rewrite",
+        Target::JsonRewrite { dir },
+        false,
+        ClientLang::Rust,
+    )
 }
 
 #[cfg(test)]
@@ -566,6 +697,8 @@ mod tests {
             echo: false,
             dir: None,
             http: None,
+            clients: vec![ClientLang::Rust],
+            clients_dir: "clients".into(),
         };
         assert!(ok.validate().is_ok());
         let cli = ClientsConfig {
@@ -578,6 +711,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--via cli"));
+        let none = ClientsConfig {
+            clients: vec![],
+            ..ok.clone()
+        };
+        assert!(none.validate().unwrap_err().to_string().contains("--client"));
+        let cli_python = ClientsConfig {
+            via: Via::Cli,
+            clients: vec![ClientLang::Python],
+            ..ok.clone()
+        };
+        assert!(cli_python
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--client"));
         let zero = ClientsConfig { procs: 0, ..ok };
         assert!(zero.validate().is_err());
     }

@@ -288,6 +288,22 @@ pub struct BenchClients {
     /// measure the cost of an open live page and a metrics scraper
     #[arg(long, value_name = "ADDR")]
     pub http: Option<String>,
+    /// The client library the processes use, comma-separated for several
+    /// in one run (each on a fresh daemon): `rust` (this binary), `python`
+    /// (clients/python, with `--compare` also Python's sqlite3), `node`
+    /// (clients/node)
+    #[arg(long, value_enum, value_name = "LIST", value_delimiter = ',', default_value = "rust")]
+    pub client: Vec<ClientLang>,
+    /// Where the Python and Node clients are [default: this source tree's clients/]
+    #[arg(long, value_name = "DIR")]
+    pub clients_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClientLang {
+    Rust,
+    Python,
+    Node,
 }
 
 #[derive(Debug, Args)]

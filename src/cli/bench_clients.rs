@@ -5,7 +5,9 @@
 
 use super::args;
 use super::output::{self, Ui, W};
-use crate::bench::clients::{run_clients, ClientsConfig, ClientsReport, PhaseReport, Via};
+use crate::bench::clients::{
+    run_clients, ClientLang, ClientsConfig, ClientsReport, PhaseReport, Via,
+};
 use crate::bench::BenchError;
 use anyhow::{Context, Result};
 use std::io::Write;
@@ -29,6 +31,19 @@ pub fn clients(ui: &Ui, out: &mut W, dir: Option<PathBuf>, a: args::BenchClients
         echo: a.echo,
         dir,
         http: a.http.clone(),
+        clients: a
+            .client
+            .iter()
+            .map(|c| match c {
+                args::ClientLang::Rust => ClientLang::Rust,
+                args::ClientLang::Python => ClientLang::Python,
+                args::ClientLang::Node => ClientLang::Node,
+            })
+            .collect(),
+        clients_dir: a
+            .clients_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/clients"))),
     };
     let r = run_clients(&cfg).map_err(super::bench::usage)?;
     if ui.json {
@@ -57,10 +72,7 @@ fn print(w: &mut W, r: &ClientsReport) -> Result<()> {
             p.failed.to_string(),
         ]
     };
-    let rows: Vec<Vec<String>> = std::iter::once(&r.main)
-        .chain([&r.echo, &r.sqlite, &r.json_rewrite].into_iter().flatten())
-        .map(row)
-        .collect();
+    let rows: Vec<Vec<String>> = r.phases().map(row).collect();
     output::table(
         w,
         &[
@@ -74,11 +86,11 @@ fn print(w: &mut W, r: &ClientsReport) -> Result<()> {
         ],
         &rows,
     )?;
-    for (other, ratio) in &r.ratios {
-        writeln!(w, "{} / {other}: {ratio:.2}×", r.main.target)?;
+    for (pair, ratio) in &r.pair_ratios {
+        writeln!(w, "{pair}: {ratio:.2}×")?;
     }
-    if let Some(e) = std::iter::once(&r.main)
-        .chain([&r.echo, &r.sqlite, &r.json_rewrite].into_iter().flatten())
+    if let Some(e) = r
+        .phases()
         .find_map(|p| p.first_error.as_ref().map(|e| (p, e)))
     {
         writeln!(w, "first error ({}): {}", e.0.target, e.1)?;

@@ -284,6 +284,70 @@ fn bench_clients_measures_every_phase_through_separate_processes() {
         .fails(2, "--via cli");
 }
 
+/// `bench clients --client rust,python,node --compare`: the Python and Node
+/// client libraries' own worker processes, each library on a fresh daemon,
+/// and Python's sqlite3 as the Python peer, all in one run; each phase
+/// counted acknowledged heartbeats (every one logged by its daemon) and
+/// the pairwise ratios are those of the phases' rates.
+#[test]
+fn bench_clients_runs_the_python_and_node_libraries_and_their_peer() {
+    let (python, node) = (
+        crate::support::prereq::python3(),
+        crate::support::prereq::node(),
+    );
+    let env = Env::new();
+    let out = crate::support::cli::bin()
+        .env("AGENTLOG_PYTHON", python)
+        .env("AGENTLOG_NODE", node)
+        .arg("--dir")
+        .arg(&env.dir)
+        .args([
+            "--json",
+            "bench",
+            "clients",
+            "--procs",
+            "2",
+            "--agents",
+            "20",
+            "--seconds",
+            "0.5",
+            "--client",
+            "rust,python,node",
+            "--pipeline",
+            "4",
+            "--compare",
+        ])
+        .output()
+        .expect("run agentlog bench clients");
+    let doc = crate::support::cli::Run::from_output(out).json();
+    let clients = doc["clients"].as_array().unwrap();
+    let targets: Vec<_> = clients.iter().map(|p| p["target"].clone()).collect();
+    assert_eq!(targets, ["daemon", "python", "node"], "{doc}");
+    assert_eq!(doc["main"], clients[0], "{doc}");
+    for p in clients.iter().chain([&doc["python_sqlite"], &doc["sqlite"]]) {
+        assert!(p["ops"].as_u64().unwrap() > 0, "{p}");
+        assert_eq!((p["refused"].as_u64(), p["failed"].as_u64()), (Some(0), Some(0)), "{p}");
+        assert_eq!(p["latency"]["count"], p["ops"], "{p}");
+        assert!(p["latency"]["p50_us"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    for p in clients {
+        assert_eq!(p["pipeline"], 4, "{p}");
+        assert!(p["events_logged"].as_u64() >= p["ops"].as_u64(), "{p}");
+    }
+    assert_eq!(doc["python_sqlite"]["target"], "python_sqlite");
+    assert_eq!(doc["python_sqlite"]["pipeline"], 1);
+    let rate = |p: &serde_json::Value| pos(p, "ops_per_s");
+    let want = rate(&clients[1]) / rate(&doc["python_sqlite"]);
+    let got = doc["pair_ratios"]["python / python_sqlite"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-9 * want, "{doc}");
+    let want = rate(&clients[2]) / rate(&clients[1]);
+    assert!(doc["pair_ratios"]["node / python"].is_null(), "{doc}");
+    let got = 1.0 / doc["pair_ratios"]["python / node"].as_f64().unwrap();
+    assert!((got - want).abs() <= 1e-9 * want, "{doc}");
+    env.run_bare(&["bench", "clients", "--client", "cobol"])
+        .fails(2, "cobol");
+}
+
 /// `bench cli` on tiny stores: a row per command and log length with
 /// measured figures, the RSS growth per command, and the targets judged.
 /// (Shape only: no timing is asserted.)

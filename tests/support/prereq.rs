@@ -9,7 +9,10 @@
 //! - `etcd` (`bench cluster`'s peer): `$AGENTLOG_ETCD`, else PATH, else
 //!   Debian's `etcd-server`;
 //! - `chromium` and `chromedriver` (the live page's browser test): Debian's
-//!   `chromium` and `chromium-driver`.
+//!   `chromium` and `chromium-driver`;
+//! - `python3` and `node` (the client libraries' suites, `bench clients
+//!   --client`): `$AGENTLOG_PYTHON` / `$AGENTLOG_NODE`, else PATH, else
+//!   Debian's `python3` / `nodejs`.
 //!
 //! Invariants: a variable naming no file is an error, never a fallback; an
 //! install runs at most once at a time across every test process (a lock
@@ -65,6 +68,40 @@ pub fn etcd() -> PathBuf {
         || {
             let bin = PathBuf::from("/usr/bin/etcd");
             with_install_lock(&[&bin], || apt_install(&["etcd-server"]))?;
+            Ok(bin)
+        },
+    )
+}
+
+/// `python3` (the Python client's suites): `$AGENTLOG_PYTHON`, else PATH,
+/// else Debian's `python3`.
+pub fn python3() -> PathBuf {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    binary_or_install(
+        &FOUND,
+        "AGENTLOG_PYTHON",
+        "python3",
+        "apt-get install python3",
+        || {
+            let bin = PathBuf::from("/usr/bin/python3");
+            with_install_lock(&[&bin], || apt_install(&["python3"]))?;
+            Ok(bin)
+        },
+    )
+}
+
+/// `node` (the Node client's suites): `$AGENTLOG_NODE`, else PATH, else
+/// Debian's `nodejs`.
+pub fn node() -> PathBuf {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    binary_or_install(
+        &FOUND,
+        "AGENTLOG_NODE",
+        "node",
+        "apt-get install nodejs",
+        || {
+            let bin = PathBuf::from("/usr/bin/node");
+            with_install_lock(&[&bin], || apt_install(&["nodejs"]))?;
             Ok(bin)
         },
     )
