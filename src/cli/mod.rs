@@ -9,6 +9,7 @@ mod bench;
 mod bench_clients;
 mod bench_cluster;
 mod cmd;
+mod fast;
 mod field_flags;
 mod open;
 pub mod output;
@@ -27,6 +28,11 @@ use std::process::ExitCode;
 pub struct Usage(pub String);
 
 pub fn main() -> ExitCode {
+    // `agentlog heartbeat NAME` from a shell loop, answered by a daemon,
+    // before any start-up work the request does not need (`fast`).
+    if let Some(code) = fast::heartbeat() {
+        return code;
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return clap_error(e),
