@@ -11,7 +11,7 @@ import agentlog_client as al
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CASES = os.path.join(ROOT, "tests", "conformance", "cases")
-NOW = "2030-01-01T00:00:00Z"
+NOW = "2030-01-01T00:00:00Z"  # the CLI-side clock; the daemon reads its own
 SERVE_ARGS = ("--sweep-every", "0")
 
 _TYPES = {

@@ -131,7 +131,10 @@ async function main() {
   const out = `{"ops":${total.ops},"refused":${total.refused},"failed":${total.failed},"seconds":${elapsed},` +
     `"first_error":${JSON.stringify(total.firstError)},"latency":{"buckets":${JSON.stringify(buckets)},` +
     `"min":${total.min ?? 0},"max":${total.max},"sum":${total.sum.toString()}}}\n`;
+  // Pipes are written synchronously on Linux: the line is out before exit
+  // (stdin, still open, would otherwise keep the process alive).
   process.stdout.write(out);
+  process.exit(0);
 }
 
 main().catch((e) => {

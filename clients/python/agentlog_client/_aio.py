@@ -24,6 +24,16 @@ _ANY_ID = object()
 _LIMIT = 1 << 30
 
 
+async def _all_answers(futs):
+    """Every future's response, each one retrieved; the connection's error
+    (the first) is raised once all have settled."""
+    docs = await asyncio.gather(*futs, return_exceptions=True)
+    for d in docs:
+        if isinstance(d, BaseException):
+            raise d
+    return docs
+
+
 class AsyncClient:
     """`await AsyncClient.connect(store_dir)`, or `async with AsyncClient(...)`."""
 
@@ -130,7 +140,11 @@ class AsyncClient:
 
     async def _drain(self):
         # Only waits when the socket's buffer is above its high-water mark.
-        await self._writer.drain()
+        try:
+            await self._writer.drain()
+        except (ConnectionError, OSError) as e:
+            # Every waiting call (this one's included) now fails with it.
+            self._fail_all(Closed("connection lost: %s" % e, "closed"))
 
     def _take_id(self):
         rid = self._next_id
@@ -167,11 +181,8 @@ class AsyncClient:
             rid = self._take_id()
             futs.append(self._send(_wire.encode_request(rid, method, params), rid))
         await self._drain()
-        out = []
-        for fut in futs:
-            doc = await fut
-            out.append(error_from_reply(doc) if "error" in doc else doc.get("result"))
-        return out
+        return [error_from_reply(doc) if "error" in doc else doc.get("result")
+                for doc in await _all_answers(futs)]
 
     # -- the registry -----------------------------------------------------
 
@@ -205,13 +216,11 @@ class AsyncClient:
             rid = self._take_id()
             lines.append(_wire.encode_heartbeat(rid, name, pid, durable, at))
             futs.append(self._send(b"", rid))
-        self._writer.write(b"".join(lines))
+        if self._closed_error is None:
+            self._writer.write(b"".join(lines))
         await self._drain()
-        out = []
-        for fut in futs:
-            doc = await fut
-            out.append(error_from_reply(doc) if "error" in doc else doc["result"])
-        return out
+        return [error_from_reply(doc) if "error" in doc else doc["result"]
+                for doc in await _all_answers(futs)]
 
     async def status(self, name, status, message=None, at=None):
         return await self.call("status", **_wire.params_of(

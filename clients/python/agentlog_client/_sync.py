@@ -60,12 +60,21 @@ class Client:
         self._next_id = rid + 1
         return rid
 
+    def _sendall(self, data):
+        try:
+            self._sock.sendall(data)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise Closed("the daemon closed the connection: %s" % e, "closed") from None
+
     def _read_line(self):
         buf = self._buf
         end = buf.find(b"\n")
         while end < 0:
             start = len(buf)
-            chunk = self._sock.recv(_RECV)
+            try:
+                chunk = self._sock.recv(_RECV)
+            except ConnectionResetError as e:
+                raise Closed("the daemon closed the connection: %s" % e, "closed") from None
             if not chunk:
                 raise Closed("the daemon closed the connection", "closed")
             buf += chunk
@@ -97,7 +106,7 @@ class Client:
         status for a successful answer (1 for a `verify` that found damage, or
         a `presence` that is not live), else 0."""
         rid = self._take_id()
-        self._sock.sendall(_wire.encode_request(rid, method, params))
+        self._sendall(_wire.encode_request(rid, method, params))
         doc = self._answer(rid)
         if "error" in doc:
             raise error_from_reply(doc)
@@ -108,7 +117,7 @@ class Client:
         a line as `str`/`bytes`, sent byte for byte) and returns the whole
         response object, errors included: the raw protocol, for tools and
         conformance tests."""
-        self._sock.sendall(_wire.raw_line(doc))
+        self._sendall(_wire.raw_line(doc))
         return self._recv()
 
     def pipeline(self, requests):
@@ -120,7 +129,7 @@ class Client:
             rid = self._take_id()
             ids.append(rid)
             lines.append(_wire.encode_request(rid, method, params))
-        self._sock.sendall(b"".join(lines))
+        self._sendall(b"".join(lines))
         out = []
         for rid in ids:
             doc = self._answer(rid)
@@ -147,7 +156,7 @@ class Client:
         appended) unless `durable=True` (answered after its fsync)."""
         rid = self._next_id
         self._next_id = rid + 1
-        self._sock.sendall(_wire.encode_heartbeat(rid, name, pid, durable, at))
+        self._sendall(_wire.encode_heartbeat(rid, name, pid, durable, at))
         doc = self._answer(rid)
         if "error" in doc:
             raise error_from_reply(doc)
@@ -160,7 +169,7 @@ class Client:
         lines = [_wire.encode_heartbeat(first + i, n, pid, durable, at)
                  for i, n in enumerate(names)]
         self._next_id = first + len(lines)
-        self._sock.sendall(b"".join(lines))
+        self._sendall(b"".join(lines))
         out = []
         for i in range(len(lines)):
             doc = self._answer(first + i)
@@ -264,7 +273,7 @@ class Watch:
     def __init__(self, socket_path, params):
         self._client = Client(socket_path=socket_path, timeout=None)
         rid = self._client._take_id()
-        self._client._sock.sendall(_wire.encode_request(rid, "watch", params))
+        self._client._sendall(_wire.encode_request(rid, "watch", params))
         first = self._client._recv()
         if "error" in first:
             self._client.close()
