@@ -166,6 +166,16 @@ class ClientTest(unittest.TestCase):
             with self.assertRaises(TypeError):
                 c.heartbeat(42)
 
+    def test_the_timeout_bounds_a_slow_answer(self):
+        with self.client() as c:
+            c.register("py-slow", provider="claude", cwd="/w", at=at(43))
+        with al.Client(self.daemon.store, timeout=0.2) as c:
+            started = time.monotonic()
+            with self.assertRaises(TimeoutError):
+                # A plain call: the client does not widen its timeout.
+                c.call("read", name="py-slow", wait=5, at=at(44))
+            self.assertLess(time.monotonic() - started, 4)
+
     def test_raw_request_returns_the_whole_response(self):
         with self.client() as c:
             doc = c.request({"id": "raw-1", "method": "no-such-method"})

@@ -47,6 +47,34 @@ fn the_python_client_suites_pass_against_a_real_daemon() {
     }
 }
 
+/// `pip install ./clients/python` into a fresh venv gives an importable
+/// package with both clients, used from outside the source tree.
+#[test]
+fn the_python_package_installs_with_pip() {
+    let python = prereq::python3();
+    let tmp = tempfile::tempdir().unwrap();
+    let venv = tmp.path().join("venv");
+    let ok = |cmd: &mut Command, what: &str| passed(what, &cmd.output().expect(what));
+    ok(Command::new(&python).arg("-m").arg("venv").arg(&venv), "python3 -m venv");
+    ok(
+        Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet"])
+            .arg(clients_dir("python")),
+        "pip install ./clients/python",
+    );
+    let text = ok(
+        Command::new(venv.join("bin/python"))
+            .args([
+                "-c",
+                "import agentlog_client as a; print(a.__file__); \
+                 print(a.Client.heartbeat_many, a.AsyncClient.heartbeat_many, a.Refused)",
+            ])
+            .current_dir(tmp.path()),
+        "import the installed package",
+    );
+    assert!(text.contains("site-packages"), "{text}");
+}
+
 #[test]
 fn the_node_client_suites_pass_against_a_real_daemon() {
     let node = prereq::node();

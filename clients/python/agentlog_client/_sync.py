@@ -3,17 +3,46 @@
 Each method sends one request and waits for its answer, except the
 pipelined ones (`heartbeat_many`, `pipeline`), which write every request in
 one `sendall` and then read the answers, which come back in request order.
-The connection reads into its own buffer and splits lines there, so a plain
-heartbeat costs one `send` and (usually) one `recv`: two system calls.
+The connection reads into its own buffer and splits lines there, and its
+timeout is the kernel's (SO_RCVTIMEO), not a poll before each call, so a
+heartbeat costs one `send` and (usually) one `recv`: two system calls. A
+heartbeat's success reply, whose shape is fixed, is read off its bytes
+without building a JSON tree; any other reply is decoded.
 Errors from the daemon raise the `AgentlogError` subclass of their code.
 """
 
 import socket
+import struct
 
 from . import _wire
-from ._errors import Closed, NoDaemon, ProtocolError, Lagged, error_from_reply
+from ._errors import (
+    Closed,
+    Failed,
+    Forbidden,
+    Lagged,
+    NoDaemon,
+    NotFound,
+    ProtocolError,
+    Refused,
+    UsageError,
+    error_from_reply,
+)
 
 _RECV = 256 * 1024
+
+
+def _set_kernel_timeout(sock, seconds):
+    """SO_RCVTIMEO and SO_SNDTIMEO of `seconds` (`None`: none)."""
+    if seconds is None:
+        sec = usec = 0
+    else:
+        sec = int(seconds)
+        usec = int((seconds - sec) * 1e6)
+        if sec == 0 and usec == 0:
+            usec = 1
+    tv = struct.pack("ll", sec, usec)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
 
 
 class Client:
@@ -27,8 +56,14 @@ class Client:
         self._buf = bytearray()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
+        self._timeout = timeout
         try:
             sock.connect(self.socket_path)
+            # A Python-level timeout polls before every send and recv (two
+            # more system calls per request): the kernel keeps the timeout
+            # instead, and a blocking call that runs out raises EAGAIN.
+            sock.settimeout(None)
+            _set_kernel_timeout(sock, timeout)
         except (FileNotFoundError, ConnectionRefusedError) as e:
             sock.close()
             raise NoDaemon(
@@ -65,6 +100,9 @@ class Client:
             self._sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError) as e:
             raise Closed("the daemon closed the connection: %s" % e, "closed") from None
+        except BlockingIOError:
+            raise TimeoutError("the daemon took no request within %s s" % self._timeout) \
+                from None
 
     def _read_line(self):
         buf = self._buf
@@ -75,6 +113,9 @@ class Client:
                 chunk = self._sock.recv(_RECV)
             except ConnectionResetError as e:
                 raise Closed("the daemon closed the connection: %s" % e, "closed") from None
+            except BlockingIOError:
+                raise TimeoutError("no answer from the daemon within %s s" % self._timeout) \
+                    from None
             if not chunk:
                 raise Closed("the daemon closed the connection", "closed")
             buf += chunk
@@ -157,7 +198,25 @@ class Client:
         rid = self._next_id
         self._next_id = rid + 1
         self._sendall(_wire.encode_heartbeat(rid, name, pid, durable, at))
-        doc = self._answer(rid)
+        return self._heartbeat_answer(rid, name)
+
+    def _heartbeat_answer(self, rid, name):
+        line = self._read_line()
+        # The daemon's success reply has one shape: read its LSN off the
+        # bytes instead of building a JSON tree (anything else is decoded).
+        prefix = _wire.heartbeat_reply_prefix(rid, name)
+        if prefix is not None and line.startswith(prefix) and line.endswith(b"}}"):
+            try:
+                return {"agent": name, "lsn": int(line[len(prefix):-2])}
+            except ValueError:
+                pass
+        doc = _wire.decode_response(line)
+        if doc.get("id") != rid:
+            if "error" in doc and doc.get("id") is None:
+                raise error_from_reply(doc)
+            raise ProtocolError(
+                "response id %r for request %r" % (doc.get("id"), rid), "bad_response"
+            )
         if "error" in doc:
             raise error_from_reply(doc)
         return doc["result"]
@@ -171,9 +230,15 @@ class Client:
         self._next_id = first + len(lines)
         self._sendall(b"".join(lines))
         out = []
-        for i in range(len(lines)):
-            doc = self._answer(first + i)
-            out.append(error_from_reply(doc) if "error" in doc else doc["result"])
+        for i, name in enumerate(names):
+            try:
+                out.append(self._heartbeat_answer(first + i, name))
+            except (Refused, UsageError, NotFound, Forbidden, Failed) as e:
+                out.append(e)
+            except ProtocolError as e:
+                if e.code == "bad_response":
+                    raise
+                out.append(e)
         return out
 
     def status(self, name, status, message=None, at=None):
@@ -206,13 +271,15 @@ class Client:
             return self.call("read", **params)
         # The answer may take the whole wait: the socket's timeout must not
         # fire first.
-        saved = self._sock.gettimeout()
+        saved = self._timeout
         if saved is not None:
-            self._sock.settimeout(saved + float(wait))
+            self._timeout = saved + float(wait)
+            _set_kernel_timeout(self._sock, self._timeout)
         try:
             return self.call("read", **params)
         finally:
-            self._sock.settimeout(saved)
+            self._timeout = saved
+            _set_kernel_timeout(self._sock, saved)
 
     def show(self, name, at=None):
         """One agent described: every field, its life, unread and sent counts,

@@ -79,6 +79,17 @@ def encode_heartbeat(rid, name, pid=None, durable=None, at=None):
     return encode_request(rid, "heartbeat", params_of(name=name, pid=pid, durable=durable, at=at))
 
 
+def heartbeat_reply_prefix(rid, name):
+    """What a heartbeat's success reply starts with, byte for byte, up to
+    its LSN: `{"id":RID,"result":{"agent":NAME,"lsn":` (the daemon writes
+    the keys in this order, PROTOCOL.md; `None` when this client's encoding
+    of the name may differ from the daemon's, i.e. it needs escapes)."""
+    enc = _name_json(name)
+    if b"\\" in enc:
+        return None
+    return b'{"id":%d,"result":{"agent":%s,"lsn":' % (rid, enc)
+
+
 def decode_response(line):
     """A response line as a dict; anything else is a `ProtocolError`."""
     try:
