@@ -28,7 +28,10 @@ from ._errors import (
     error_from_reply,
 )
 
-_RECV = 256 * 1024
+# Below glibc's mmap threshold (128 KiB): a larger `recv` buffer is mapped
+# and unmapped on every call when Python shrinks it to the bytes received,
+# which cost a heartbeat ~4x the client's CPU (measured: 16 µs vs 3.8 µs).
+_RECV = 64 * 1024
 
 
 def _set_kernel_timeout(sock, seconds):
