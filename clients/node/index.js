@@ -245,18 +245,25 @@ class Client {
     }
     if (w.id !== ANY_ID && doc.id !== w.id && !(doc.error && doc.id == null)) {
       w.reject(new ProtocolError(`response id ${JSON.stringify(doc.id)} for request ${JSON.stringify(w.id)}`, 'bad_response'));
-    } else {
+    } else if (!w.resultOnly) {
       w.resolve(doc);
+    } else if ('error' in doc) {
+      w.reject(errorFromReply(doc));
+    } else {
+      w.resolve(doc.result);
     }
   }
 
-  _expect(id) {
-    return new Promise((resolve, reject) => this._waiting.push({ id, resolve, reject }));
+  // `resultOnly`: the promise resolves to the answer's `result` and rejects
+  // with its typed error (one promise per call, none wrapped around it);
+  // otherwise it resolves to the whole response object.
+  _expect(id, resultOnly = false) {
+    return new Promise((resolve, reject) => this._waiting.push({ id, resolve, reject, resultOnly }));
   }
 
-  _send(line, id) {
+  _send(line, id, resultOnly = false) {
     if (this._closedError) return Promise.reject(this._closedError);
-    const p = this._expect(id);
+    const p = this._expect(id, resultOnly);
     this._sock.write(line);
     return p;
   }
@@ -278,8 +285,9 @@ class Client {
   }
 
   /** Sends one request and resolves to its `result`, or rejects with its error. */
-  async call(method, params) {
-    return (await this.callWithExit(method, params)).result;
+  call(method, params) {
+    const id = this._nextId++;
+    return this._send(encodeRequest(id, method, paramsOf(params)), id, true);
   }
 
   /** `[method, params]` pairs sent in one write; each result or error, in order. */
@@ -304,11 +312,15 @@ class Client {
   }
 
   /** One heartbeat; resolves to `{ agent, lsn }`. */
-  async heartbeat(name, opts) {
+  heartbeat(name, opts) {
     const id = this._nextId++;
-    const doc = await this._send(encodeHeartbeat(id, name, opts), id);
-    if ('error' in doc) throw errorFromReply(doc);
-    return doc.result;
+    let line;
+    try {
+      line = encodeHeartbeat(id, name, opts);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this._send(line, id, true);
   }
 
   /** Every name's heartbeat in one write; each `{ agent, lsn }` or error, in order. */
