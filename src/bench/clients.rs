@@ -189,9 +189,14 @@ impl ClientsReport {
     /// Every phase run: the clients', then the peers'.
     pub fn phases(&self) -> impl Iterator<Item = &PhaseReport> {
         self.clients.iter().chain(
-            [&self.echo, &self.sqlite, &self.python_sqlite, &self.json_rewrite]
-                .into_iter()
-                .flatten(),
+            [
+                &self.echo,
+                &self.sqlite,
+                &self.python_sqlite,
+                &self.json_rewrite,
+            ]
+            .into_iter()
+            .flatten(),
         )
     }
 }
@@ -209,7 +214,9 @@ impl ClientsConfig {
             return bad("--client names at least one client library".into());
         }
         if self.via == Via::Cli && self.clients != [ClientLang::Rust] {
-            return bad("--via cli runs `agentlog heartbeat` processes: --client does not apply".into());
+            return bad(
+                "--via cli runs `agentlog heartbeat` processes: --client does not apply".into(),
+            );
         }
         if self.via == Via::Cli && (self.conns > 1 || self.pipeline > 1 || self.durable) {
             return bad(
@@ -715,7 +722,11 @@ mod tests {
             clients: vec![],
             ..ok.clone()
         };
-        assert!(none.validate().unwrap_err().to_string().contains("--client"));
+        assert!(none
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("--client"));
         let cli_python = ClientsConfig {
             via: Via::Cli,
             clients: vec![ClientLang::Python],

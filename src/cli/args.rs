@@ -292,7 +292,13 @@ pub struct BenchClients {
     /// in one run (each on a fresh daemon): `rust` (this binary), `python`
     /// (clients/python, with `--compare` also Python's sqlite3), `node`
     /// (clients/node)
-    #[arg(long, value_enum, value_name = "LIST", value_delimiter = ',', default_value = "rust")]
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "rust"
+    )]
     pub client: Vec<ClientLang>,
     /// Where the Python and Node clients are [default: this source tree's clients/]
     #[arg(long, value_name = "DIR")]

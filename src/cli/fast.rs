@@ -70,7 +70,9 @@ fn parse(args: impl Iterator<Item = OsString>) -> Option<PlainHeartbeat> {
     }
     let (name, pid) = match rest {
         [cmd, name] if cmd == "heartbeat" => (name, None),
-        [cmd, name, flag, pid] if cmd == "heartbeat" && flag == "--pid" => (name, Some(pid.as_str())),
+        [cmd, name, flag, pid] if cmd == "heartbeat" && flag == "--pid" => {
+            (name, Some(pid.as_str()))
+        }
         [cmd, name, flag] if cmd == "heartbeat" && flag.starts_with("--pid=") => {
             (name, Some(&flag["--pid=".len()..]))
         }

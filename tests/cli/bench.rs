@@ -324,9 +324,16 @@ fn bench_clients_runs_the_python_and_node_libraries_and_their_peer() {
     let targets: Vec<_> = clients.iter().map(|p| p["target"].clone()).collect();
     assert_eq!(targets, ["daemon", "python", "node"], "{doc}");
     assert_eq!(doc["main"], clients[0], "{doc}");
-    for p in clients.iter().chain([&doc["python_sqlite"], &doc["sqlite"]]) {
+    for p in clients
+        .iter()
+        .chain([&doc["python_sqlite"], &doc["sqlite"]])
+    {
         assert!(p["ops"].as_u64().unwrap() > 0, "{p}");
-        assert_eq!((p["refused"].as_u64(), p["failed"].as_u64()), (Some(0), Some(0)), "{p}");
+        assert_eq!(
+            (p["refused"].as_u64(), p["failed"].as_u64()),
+            (Some(0), Some(0)),
+            "{p}"
+        );
         assert_eq!(p["latency"]["count"], p["ops"], "{p}");
         assert!(p["latency"]["p50_us"].as_f64().unwrap() > 0.0, "{p}");
     }
@@ -338,7 +345,9 @@ fn bench_clients_runs_the_python_and_node_libraries_and_their_peer() {
     assert_eq!(doc["python_sqlite"]["pipeline"], 1);
     let rate = |p: &serde_json::Value| pos(p, "ops_per_s");
     let want = rate(&clients[1]) / rate(&doc["python_sqlite"]);
-    let got = doc["pair_ratios"]["python / python_sqlite"].as_f64().unwrap();
+    let got = doc["pair_ratios"]["python / python_sqlite"]
+        .as_f64()
+        .unwrap();
     assert!((got - want).abs() <= 1e-9 * want, "{doc}");
     let want = rate(&clients[2]) / rate(&clients[1]);
     assert!(doc["pair_ratios"]["node / python"].is_null(), "{doc}");

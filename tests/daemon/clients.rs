@@ -12,7 +12,9 @@ use std::path::Path;
 use std::process::Command;
 
 fn clients_dir(lang: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients").join(lang)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("clients")
+        .join(lang)
 }
 
 #[track_caller]
@@ -22,7 +24,11 @@ fn passed(what: &str, out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{what} failed ({}):\n{text}", out.status);
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{text}",
+        out.status
+    );
     text
 }
 
@@ -42,7 +48,11 @@ fn the_python_client_suites_pass_against_a_real_daemon() {
         text.contains("\nOK") && !text.contains("skipped"),
         "the Python suites ran nothing or skipped some:\n{text}"
     );
-    for suite in ["test_agentlog_client", "test_async_client", "test_conformance"] {
+    for suite in [
+        "test_agentlog_client",
+        "test_async_client",
+        "test_conformance",
+    ] {
         assert!(text.contains(suite), "{suite} did not run:\n{text}");
     }
 }
@@ -55,7 +65,10 @@ fn the_python_package_installs_with_pip() {
     let tmp = tempfile::tempdir().unwrap();
     let venv = tmp.path().join("venv");
     let ok = |cmd: &mut Command, what: &str| passed(what, &cmd.output().expect(what));
-    ok(Command::new(&python).arg("-m").arg("venv").arg(&venv), "python3 -m venv");
+    ok(
+        Command::new(&python).arg("-m").arg("venv").arg(&venv),
+        "python3 -m venv",
+    );
     ok(
         Command::new(venv.join("bin/pip"))
             .args(["install", "--quiet"])
@@ -93,8 +106,14 @@ fn the_node_client_suites_pass_against_a_real_daemon() {
             .find_map(|l| l.trim().strip_prefix(&format!("# {key} ")))
             .and_then(|n| n.trim().parse().ok())
     };
-    assert!(count("pass").is_some_and(|n| n > 0), "no Node test passed:\n{text}");
+    assert!(
+        count("pass").is_some_and(|n| n > 0),
+        "no Node test passed:\n{text}"
+    );
     assert_eq!(count("fail"), Some(0), "{text}");
     assert_eq!(count("skipped"), Some(0), "{text}");
-    assert!(text.contains("conformance"), "the conformance cases did not run:\n{text}");
+    assert!(
+        text.contains("conformance"),
+        "the conformance cases did not run:\n{text}"
+    );
 }

@@ -20,7 +20,11 @@ fn case_files() -> Vec<PathBuf> {
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    assert!(!files.is_empty(), "no conformance cases in {}", dir.display());
+    assert!(
+        !files.is_empty(),
+        "no conformance cases in {}",
+        dir.display()
+    );
     files
 }
 
@@ -63,7 +67,9 @@ fn mismatch(pattern: &Value, actual: &Value, at: &str) -> Option<String> {
                     .and_then(|o| only_key(o, "$absent"))
                     .is_some_and(|v| v == &Value::Bool(true));
                 match (absent, a.get(key)) {
-                    (true, Some(v)) => return Some(format!("{at}.{key}: present ({v}), expected absent")),
+                    (true, Some(v)) => {
+                        return Some(format!("{at}.{key}: present ({v}), expected absent"))
+                    }
                     (true, None) => {}
                     (false, None) => return Some(format!("{at}.{key}: missing")),
                     (false, Some(v)) => {
@@ -113,11 +119,15 @@ fn run_case(path: &Path) {
     for (i, step) in steps.iter().enumerate() {
         if let Some(raw) = step["raw"].as_str() {
             c.send_raw(raw.as_bytes());
-            let answer = c.recv().unwrap_or_else(|| panic!("{name} step {i}: no answer"));
+            let answer = c
+                .recv()
+                .unwrap_or_else(|| panic!("{name} step {i}: no answer"));
             check(&name, i, &step["expect"], &answer);
         } else if step["send"].is_object() {
             c.send(&step["send"]);
-            let answer = c.recv().unwrap_or_else(|| panic!("{name} step {i}: no answer"));
+            let answer = c
+                .recv()
+                .unwrap_or_else(|| panic!("{name} step {i}: no answer"));
             check(&name, i, &step["expect"], &answer);
         } else {
             let reqs = step["pipeline"]
@@ -129,10 +139,14 @@ fn run_case(path: &Path) {
                 batch.push(b'\n');
             }
             c.send_raw(&batch);
-            let expect = step["expect"].as_array().expect("a pipeline expects an array");
+            let expect = step["expect"]
+                .as_array()
+                .expect("a pipeline expects an array");
             assert_eq!(expect.len(), reqs.len(), "{name} step {i}");
             for (j, pattern) in expect.iter().enumerate() {
-                let answer = c.recv().unwrap_or_else(|| panic!("{name} step {i}: no answer {j}"));
+                let answer = c
+                    .recv()
+                    .unwrap_or_else(|| panic!("{name} step {i}: no answer {j}"));
                 check(&format!("{name}[{j}]"), i, pattern, &answer);
             }
         }
