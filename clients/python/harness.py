@@ -28,7 +28,9 @@ REPLICATED = "--nats" in os.environ.get("AGENTLOG_SERVE_ARGS", "")
 class Daemon:
     """A real `agentlog serve` on a fresh store, its clock at `now`."""
 
-    def __init__(self, now="2026-11-30T12:00:00Z", serve_args=()):
+    def __init__(self, now="2026-11-30T12:00:00Z", serve_args=(), local=False):
+        """`local`: a local daemon even when $AGENTLOG_SERVE_ARGS asks for
+        a replica (the conformance cases are the local protocol's)."""
         if not os.path.exists(BIN):
             raise RuntimeError("no agentlog binary at %s: build it first "
                                "(cargo build --release) or set AGENTLOG_BIN" % BIN)
@@ -38,7 +40,8 @@ class Daemon:
         env.pop("AGENTLOG_DIR", None)
         subprocess.run([BIN, "--dir", self.store, "init"], check=True, env=env,
                        stdout=subprocess.DEVNULL)
-        extra = shlex.split(os.environ.get("AGENTLOG_SERVE_ARGS", "")) + list(serve_args)
+        extra = [] if local else shlex.split(os.environ.get("AGENTLOG_SERVE_ARGS", ""))
+        extra += list(serve_args)
         self.proc = subprocess.Popen([BIN, "--dir", self.store, "serve"] + extra, env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20

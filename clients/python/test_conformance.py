@@ -66,7 +66,7 @@ class ConformanceTest(unittest.TestCase):
             case = cf.load(path)
             for flavour in ("sync", "asyncio"):
                 with self.subTest(case=name, client=flavour):
-                    daemon = Daemon(now=cf.NOW, serve_args=cf.SERVE_ARGS)
+                    daemon = Daemon(now=cf.NOW, serve_args=cf.SERVE_ARGS, local=True)
                     try:
                         if flavour == "sync":
                             self.run_sync(name, case, daemon.store)
