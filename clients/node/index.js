@@ -110,6 +110,11 @@ function nameJson(name) {
   return enc;
 }
 
+/** `name` when this client encodes it as the daemon does (no escapes). */
+function plainName(name) {
+  return nameJson(name).includes('\\') ? undefined : name;
+}
+
 function encodeRequest(id, method, params) {
   return JSON.stringify({ id, method, params: params || {} }) + '\n';
 }
@@ -219,6 +224,21 @@ class Client {
   }
 
   _onLine(line) {
+    const head = this._head < this._waiting.length ? this._waiting[this._head] : undefined;
+    if (head !== undefined && head.hbName !== undefined) {
+      // A heartbeat's success reply has one shape, byte for byte up to its
+      // LSN: read the LSN off the line instead of parsing it (anything
+      // else, an error included, is parsed below).
+      const prefix = `{"id":${head.id},"result":{"agent":${nameJson(head.hbName)},"lsn":`;
+      if (line.length > prefix.length + 2 && line.startsWith(prefix) && line.endsWith('}}')) {
+        const lsn = Number(line.slice(prefix.length, -2));
+        if (Number.isSafeInteger(lsn) && lsn >= 0) {
+          this._takeHead();
+          head.resolve({ agent: head.hbName, lsn });
+          return;
+        }
+      }
+    }
     let doc;
     try {
       doc = decodeResponse(line);
@@ -237,12 +257,7 @@ class Client {
       }
       return;
     }
-    const w = this._waiting[this._head];
-    this._waiting[this._head++] = undefined;
-    if (this._head > 1024 && this._head * 2 > this._waiting.length) {
-      this._waiting = this._waiting.slice(this._head);
-      this._head = 0;
-    }
+    const w = this._takeHead();
     if (w.id !== ANY_ID && doc.id !== w.id && !(doc.error && doc.id == null)) {
       w.reject(new ProtocolError(`response id ${JSON.stringify(doc.id)} for request ${JSON.stringify(w.id)}`, 'bad_response'));
     } else if (!w.resultOnly) {
@@ -257,13 +272,26 @@ class Client {
   // `resultOnly`: the promise resolves to the answer's `result` and rejects
   // with its typed error (one promise per call, none wrapped around it);
   // otherwise it resolves to the whole response object.
-  _expect(id, resultOnly = false) {
-    return new Promise((resolve, reject) => this._waiting.push({ id, resolve, reject, resultOnly }));
+  /** The oldest waiting call, taken off the queue (kept compact). */
+  _takeHead() {
+    const w = this._waiting[this._head];
+    this._waiting[this._head++] = undefined;
+    if (this._head > 1024 && this._head * 2 > this._waiting.length) {
+      this._waiting = this._waiting.slice(this._head);
+      this._head = 0;
+    }
+    return w;
   }
 
-  _send(line, id, resultOnly = false) {
+  // `hbName`: a heartbeat of that agent, whose success reply may be read
+  // without parsing it.
+  _expect(id, resultOnly = false, hbName = undefined) {
+    return new Promise((resolve, reject) => this._waiting.push({ id, resolve, reject, resultOnly, hbName }));
+  }
+
+  _send(line, id, resultOnly = false, hbName = undefined) {
     if (this._closedError) return Promise.reject(this._closedError);
-    const p = this._expect(id, resultOnly);
+    const p = this._expect(id, resultOnly, hbName);
     this._sock.write(line);
     return p;
   }
@@ -320,7 +348,7 @@ class Client {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this._send(line, id, true);
+    return this._send(line, id, true, plainName(name));
   }
 
   /** Every name's heartbeat in one write; each `{ agent, lsn }` or error, in order. */
@@ -331,11 +359,11 @@ class Client {
     for (let i = 0; i < names.length; i++) {
       const id = this._nextId++;
       text += encodeHeartbeat(id, names[i], opts);
-      answers[i] = this._expect(id);
+      answers[i] = this._expect(id, false, plainName(names[i]));
     }
     this._sock.write(text);
     const docs = await Promise.all(answers);
-    return docs.map((doc) => ('error' in doc ? errorFromReply(doc) : doc.result));
+    return docs.map((doc) => ('error' in doc ? errorFromReply(doc) : 'result' in doc ? doc.result : doc));
   }
 
   status(name, status, opts = {}) { return this.call('status', { name, status, ...opts }); }

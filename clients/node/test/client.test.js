@@ -70,6 +70,10 @@ test('the client against one daemon', async (t) => {
       assert.equal(many[51].agent, 'js-p');
       const durable = await c.heartbeatMany(['js-p', 'js-p'], { durable: true, at: at(11) });
       assert.ok(durable[1].lsn > durable[0].lsn);
+      // Answered calls leave the pending queue: it stays bounded however
+      // many heartbeats one connection sends.
+      for (let i = 0; i < 3000; i++) await c.heartbeat('js-p');
+      assert.ok(c._waiting.length - c._head === 0 && c._waiting.length <= 2048, `${c._waiting.length}`);
       const mixed = await c.pipeline([['get', { name: 'js-p' }], ['get', { name: 'js-nobody' }], ['hello']]);
       assert.equal(mixed[0].name, 'js-p');
       assert.ok(mixed[1] instanceof al.NotFound);
