@@ -1,12 +1,15 @@
-//! The schema-v4 readers' contract as a check: would every existing reader
-//! (the Python one and the Rust one) accept this `registry.json`?
-//! `docs/registry-v4.md` states the contract; `agentlog check FILE` runs it.
+//! The readers' contract as a check: would every existing reader of the
+//! file's schema (the Python one and the Rust one) accept this
+//! `registry.json`? Schema 4's contract is `docs/registry-v4.md`'s; schema
+//! 16's (`check::v16`, for files of schema 5 to 16) is upstream HEAD's
+//! readers' (docs/registry.md). `agentlog check [--schema N] FILE` runs it.
 //!
 //! Invariants: the check only reads its input; it reports every problem it
 //! finds (not just the first), each naming the row (index and name) and the
 //! key; an empty list means every reader accepts the file. It is stricter
 //! than no reader: where the readers disagree, the stricter one decides.
 
+pub use crate::schemas::Schema;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::fmt;
@@ -37,7 +40,7 @@ pub const ROW_KEYS: [&str; 20] = [
 ];
 
 /// A key both readers tolerate although no writer should write it.
-const TOLERATED_KEY: &str = "session_id";
+pub(crate) const TOLERATED_KEY: &str = "session_id";
 const REQUIRED: [&str; 6] = [
     "name",
     "provider",
@@ -48,7 +51,7 @@ const REQUIRED: [&str; 6] = [
 ];
 const TEXT: [&str; 5] = ["name", "provider", "cwd", "created_at", "status"];
 const PROVIDERS: [&str; 3] = ["claude", "codex", "gemini"];
-const STATUSES: [&str; 10] = [
+pub(crate) const STATUSES: [&str; 10] = [
     "spawning",
     "ready",
     "idle",
@@ -61,8 +64,8 @@ const STATUSES: [&str; 10] = [
     "permanent_dead",
 ];
 const HOST_MODES: [&str; 2] = ["exec", "interactive"];
-const NEVER_NULL_TEXT: [&str; 2] = ["short_id", "project_root"];
-const OPTIONAL_TEXT: [&str; 10] = [
+pub(crate) const NEVER_NULL_TEXT: [&str; 2] = ["short_id", "project_root"];
+pub(crate) const OPTIONAL_TEXT: [&str; 10] = [
     "claude_short_id",
     "codex_session_id",
     "gemini_session_id",
@@ -112,16 +115,41 @@ fn top(key: Option<&str>, reason: impl Into<String>) -> Problem {
     }
 }
 
-/// Checks the file at `path`. `expect_version` additionally requires that
-/// exact `schema_version` (exports always write 4). Reading errors are the
-/// only `Err`.
-pub fn check_file(path: &Path, expect_version: Option<u64>) -> std::io::Result<Vec<Problem>> {
-    Ok(check_bytes(&std::fs::read(path)?, expect_version))
+/// Checks the file at `path` against `contract` (`None`: the contract of
+/// the schema the file declares, 4 for 1..=4, 16 above). `expect_version`
+/// additionally requires that exact `schema_version`. Reading errors are
+/// the only `Err`.
+pub fn check_file_as(
+    path: &Path,
+    contract: Option<Schema>,
+    expect_version: Option<u64>,
+) -> std::io::Result<Vec<Problem>> {
+    Ok(check_bytes_as(
+        &std::fs::read(path)?,
+        contract,
+        expect_version,
+    ))
 }
 
-/// Checks a rendered `registry.json`; an empty list means every existing
-/// reader accepts it.
+/// [`check_file_as`] with the contract the file's version picks.
+pub fn check_file(path: &Path, expect_version: Option<u64>) -> std::io::Result<Vec<Problem>> {
+    check_file_as(path, None, expect_version)
+}
+
+/// Checks a rendered `registry.json` against the contract its declared
+/// version picks; an empty list means every reader of that schema accepts it.
 pub fn check_bytes(bytes: &[u8], expect_version: Option<u64>) -> Vec<Problem> {
+    check_bytes_as(bytes, None, expect_version)
+}
+
+/// Checks a rendered `registry.json` against `contract` (`None`: the one its
+/// declared version picks); an empty list means every reader of that schema
+/// accepts it.
+pub fn check_bytes_as(
+    bytes: &[u8],
+    contract: Option<Schema>,
+    expect_version: Option<u64>,
+) -> Vec<Problem> {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return vec![top(None, "not UTF-8 text")];
     };
@@ -141,10 +169,15 @@ pub fn check_bytes(bytes: &[u8], expect_version: Option<u64>) -> Vec<Problem> {
     let mut problems = Vec::new();
     let version = doc.get("schema_version");
     let version_num = version.and_then(Value::as_u64);
-    if !matches!(version_num, Some(1..=4)) {
+    let contract = contract.unwrap_or(match version_num {
+        Some(5..) => Schema::V16,
+        _ => Schema::V4,
+    });
+    let newest = u64::from(contract.version());
+    if !version_num.is_some_and(|v| (1..=newest).contains(&v)) {
         problems.push(top(
             Some("schema_version"),
-            format!("{} is not an integer in 1..4", shown(version)),
+            format!("{} is not an integer in 1..{newest}", shown(version)),
         ));
     }
     if let Some(want) = expect_version.filter(|&w| version_num != Some(w)) {
@@ -173,12 +206,20 @@ pub fn check_bytes(bytes: &[u8], expect_version: Option<u64>) -> Vec<Problem> {
     };
     let mut names = HashSet::new();
     for (i, row) in rows.iter().enumerate() {
-        check_row(i, row, &mut names, &mut problems);
+        match contract {
+            Schema::V4 => check_row(i, row, &mut names, &mut problems),
+            Schema::V16 => {
+                let v = version_num.unwrap_or(u64::from(crate::schemas::LATEST));
+                v16::check_row(i, row, v, &mut names, &mut problems)
+            }
+        }
     }
     problems
 }
 
-fn shown(v: Option<&Value>) -> String {
+mod v16;
+
+pub(crate) fn shown(v: Option<&Value>) -> String {
     v.map_or_else(|| "absent".to_string(), Value::to_string)
 }
 
@@ -261,7 +302,7 @@ fn check_row<'a>(
 }
 
 /// `key`, when present (and, if `null_ok`, not null), must be one of `allowed`.
-fn one_of(
+pub(crate) fn one_of(
     row: &Map<String, Value>,
     key: &str,
     allowed: &[&str],
@@ -278,7 +319,7 @@ fn one_of(
 
 /// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`, digits where digits go: the
 /// shape both readers parse.
-fn is_iso_time(t: &str) -> bool {
+pub(crate) fn is_iso_time(t: &str) -> bool {
     let b = t.as_bytes();
     let digits =
         |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));

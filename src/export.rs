@@ -1,13 +1,16 @@
-//! Schema-v4 `registry.json` export: render the registry as existing readers
-//! expect it (docs/behaviour.md §5) and publish it atomically under both writers' locks.
+//! `registry.json` export: render the registry as existing readers expect it
+//! (docs/behaviour.md §5), as schema 4 (the default) or schema 16
+//! (`export::v16`), and publish it atomically under both writers' locks.
 //!
 //! Invariants:
-//! - A rendered file is always one every existing reader accepts: rows carry
-//!   exactly the 20 known keys in the Python writer's order, with the nulls and
-//!   omissions of the existing writers; an agent that cannot be represented
-//!   (provider outside claude/codex/gemini, empty or duplicate name, a time
-//!   outside years 1..=9999) is left out with a warning, or refused in strict
-//!   mode. `extra` keys from imports are never written.
+//! - A rendered file is always one every reader of its schema accepts: a
+//!   schema-4 row carries exactly the 20 known keys in the Python writer's
+//!   order, with the nulls and omissions of the existing writers; an agent
+//!   that cannot be represented (provider outside claude/codex/gemini for
+//!   4, not an identity token for 16, empty or duplicate name, a time outside
+//!   years 1..=9999) is left out with a warning, or refused in strict mode.
+//!   `extra` keys are written only where the schema has them; a row written
+//!   without some is named in the report's `lossy` list.
 //! - Rendering is hand-written JSON into one `Vec` (no per-row allocation):
 //!   it runs on every snapshot, and must stay within 2× of `serde_json`.
 //!   The keys are `check::ROW_KEYS` in order; each descriptive key is written
@@ -26,12 +29,15 @@ use crate::files::IoError;
 use crate::fslock::{FileLock, LockError, LockMode};
 use crate::model::fields::{field, FieldKind, FieldRef, FieldSpec, V4Key, AGENT_FIELDS};
 use crate::model::{Agent, EXPORTABLE_PROVIDERS};
+pub use crate::schemas::Schema;
+
+mod v16;
 use crate::time::Timestamp;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The schema version every export declares.
+/// The schema version an export declares by default.
 pub const SCHEMA_VERSION: u32 = 4;
 
 /// How to treat agents an existing reader could not accept.
@@ -39,6 +45,16 @@ pub const SCHEMA_VERSION: u32 = 4;
 pub struct ExportOptions {
     /// Refuse the whole export instead of leaving such agents out.
     pub strict: bool,
+    /// The schema written (default 4).
+    pub schema: Schema,
+}
+
+/// An agent written without some of the keys the log holds for it, because
+/// the chosen schema has no place for them (they stay in the log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LossyAgent {
+    pub name: String,
+    pub keys: Vec<String>,
 }
 
 /// An agent left out of an export, and why.
@@ -51,10 +67,14 @@ pub struct SkippedAgent {
 /// What an export wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExportReport {
+    /// The schema_version written.
+    pub schema: u32,
     /// Rows written.
     pub rows: usize,
     /// Agents left out (always empty in strict mode: those are errors).
     pub skipped: Vec<SkippedAgent>,
+    /// Agents written without some of their keys (see [`LossyAgent`]).
+    pub lossy: Vec<LossyAgent>,
 }
 
 /// Options of [`publish_with`].
@@ -75,8 +95,12 @@ impl Default for PublishOptions {
 /// Why an export failed. Nothing is replaced when any of these is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
-    #[error("agent `{name}` cannot be written to schema-v4 registry.json: {reason}")]
-    Unrepresentable { name: String, reason: String },
+    #[error("agent `{name}` cannot be written to schema-{schema} registry.json: {reason}")]
+    Unrepresentable {
+        name: String,
+        schema: u32,
+        reason: String,
+    },
     #[error(transparent)]
     Lock(#[from] LockError),
     #[error(transparent)]
@@ -88,8 +112,21 @@ pub enum ExportError {
 pub type Result<T, E = ExportError> = std::result::Result<T, E>;
 
 /// Renders `agents` as a schema-v4 `registry.json` (2-space indented, rows in
-/// the given order, trailing newline).
+/// the given order, trailing newline), whatever `opts.schema` says.
 pub fn render_v4<'a>(
+    agents: impl IntoIterator<Item = &'a Agent>,
+    opts: &ExportOptions,
+) -> Result<(Vec<u8>, ExportReport)> {
+    let opts = ExportOptions {
+        schema: Schema::V4,
+        ..opts.clone()
+    };
+    render(agents, &opts)
+}
+
+/// Renders `agents` as a `registry.json` of `opts.schema` (2-space
+/// indented, rows in the given order, trailing newline).
+pub fn render<'a>(
     agents: impl IntoIterator<Item = &'a Agent>,
     opts: &ExportOptions,
 ) -> Result<(Vec<u8>, ExportReport)> {
@@ -100,17 +137,22 @@ pub fn render_v4<'a>(
     let mut seen: HashSet<&'a str> = HashSet::with_capacity(agents.size_hint().0);
     let mut scratch = String::with_capacity(24);
     let columns = columns();
+    let schema = opts.schema;
+    report.schema = schema.version();
 
-    buf.extend_from_slice(b"{\n  \"schema_version\": 4,\n  \"agents\": [");
+    buf.extend_from_slice(b"{\n  \"schema_version\": ");
+    push_u64(&mut buf, u64::from(schema.version()));
+    buf.extend_from_slice(b",\n  \"agents\": [");
     for agent in agents {
-        if let Some(reason) = unrepresentable(agent, &seen) {
+        if let Some(reason) = unrepresentable(agent, &seen, schema) {
             if opts.strict {
                 return Err(ExportError::Unrepresentable {
                     name: agent.name.clone(),
+                    schema: schema.version(),
                     reason,
                 });
             }
-            tracing::warn!(agent = %agent.name, %reason, "agent left out of the registry.json export");
+            tracing::warn!(agent = %agent.name, schema = schema.version(), %reason, "agent left out of the registry.json export");
             report.skipped.push(SkippedAgent {
                 name: agent.name.clone(),
                 reason,
@@ -119,7 +161,19 @@ pub fn render_v4<'a>(
         }
         seen.insert(agent.name.as_str());
         buf.extend_from_slice(if report.rows == 0 { b"\n" } else { b",\n" });
-        write_row(&mut buf, agent, &columns, &mut scratch);
+        match schema {
+            Schema::V4 => write_row(&mut buf, agent, &columns, &mut scratch),
+            Schema::V16 => v16::write_row(&mut buf, agent, &mut scratch),
+        }
+        if !agent.extra.is_empty() {
+            let keys = v16::unwritten_extras(agent, schema);
+            if !keys.is_empty() {
+                report.lossy.push(LossyAgent {
+                    name: agent.name.clone(),
+                    keys,
+                });
+            }
+        }
         report.rows += 1;
     }
     buf.extend_from_slice(if report.rows == 0 {
@@ -139,13 +193,22 @@ fn time_ok(t: Timestamp) -> bool {
     (MIN_TIME_MS..=MAX_TIME_MS).contains(&t.as_millis())
 }
 
-/// Why an existing reader would reject `agent`'s row, if it would.
-fn unrepresentable(agent: &Agent, seen: &HashSet<&str>) -> Option<String> {
-    if !EXPORTABLE_PROVIDERS.contains(&agent.provider.as_str()) {
-        return Some(format!(
-            "provider `{}` is not one of claude, codex, gemini",
-            agent.provider
-        ));
+/// Why an existing reader of `schema` would reject `agent`'s row, if it would.
+fn unrepresentable(agent: &Agent, seen: &HashSet<&str>, schema: Schema) -> Option<String> {
+    match schema {
+        Schema::V4 if !EXPORTABLE_PROVIDERS.contains(&agent.provider.as_str()) => {
+            return Some(format!(
+                "provider `{}` is not one of claude, codex, gemini",
+                agent.provider
+            ));
+        }
+        Schema::V16 if !crate::schemas::is_identity_token(&agent.provider) => {
+            return Some(format!(
+                "harness `{}` is not an identity token (a non-empty lowercase word)",
+                agent.provider
+            ));
+        }
+        _ => {}
     }
     if agent.name.is_empty() {
         return Some("empty name".to_string());
@@ -208,7 +271,7 @@ fn write_row(
         let (rule, value) = match column {
             Column::CreatedAt => (V4Key::Required, Some(FieldRef::Time(a.created_at))),
             Column::Status => (V4Key::Required, Some(FieldRef::Text(a.status.as_str()))),
-            Column::Field(f) => (f.v4, f.get(a)),
+            Column::Field(f) => (f.v4, f.get(a).or_else(|| derived_v4(a, f.name))),
         };
         // `Some("")` counts as empty, like `None`: the readers see no difference.
         let value = match (rule, value) {
@@ -233,7 +296,20 @@ fn write_row(
     buf.extend_from_slice(b"\n    }");
 }
 
-fn push_time(buf: &mut Vec<u8>, t: Timestamp, scratch: &mut String) {
+/// A schema-4 legacy session key a row imported from schema 10 or later
+/// lacks: the row's `harness_session_id`, under its harness's legacy key
+/// (the reverse of upstream's schema-10 migration).
+fn derived_v4<'a>(a: &'a Agent, key: &str) -> Option<FieldRef<'a>> {
+    if crate::schemas::legacy_session_key(&a.provider) != Some(key) {
+        return None;
+    }
+    let text = crate::schemas::extra(a, "harness_session_id")?;
+    // The extra is a JSON string literal; only a plain one is borrowed.
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    (!inner.contains('\\') && !inner.is_empty()).then_some(FieldRef::Text(inner))
+}
+
+pub(crate) fn push_time(buf: &mut Vec<u8>, t: Timestamp, scratch: &mut String) {
     scratch.clear();
     t.write_rfc3339_secs(scratch);
     buf.push(b'"');
@@ -241,7 +317,7 @@ fn push_time(buf: &mut Vec<u8>, t: Timestamp, scratch: &mut String) {
     buf.push(b'"');
 }
 
-fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
@@ -276,7 +352,7 @@ const ESCAPE: [u8; 256] = {
 
 /// Appends `s` as a JSON string literal. Runs of plain bytes (including all
 /// multi-byte UTF-8, whose bytes are ≥ 0x80) are copied in one go.
-fn push_str(buf: &mut Vec<u8>, s: &str) {
+pub(crate) fn push_str(buf: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     buf.push(b'"');
@@ -325,6 +401,21 @@ pub fn publish(path: &Path, bytes: &[u8]) -> Result<()> {
 /// symbolic link (see `files::publish_atomic`), is refused before any
 /// lock file is created.
 pub fn publish_with(path: &Path, bytes: &[u8], opts: &PublishOptions) -> Result<()> {
+    let _locks = lock_registry(path, opts.lock_timeout)?;
+    publish_locked(path, bytes)
+}
+
+/// Both writers' locks on a `registry.json`, held until dropped.
+#[derive(Debug)]
+pub struct RegistryLocks {
+    _rust: FileLock,
+    _python: FileLock,
+}
+
+/// Takes `<path>.lock` then `<dir>/locks/_registry.lock` (always that
+/// order), waiting at most `timeout` in all. A `path` that is a folder, or
+/// a symbolic link, is refused before any lock file is created.
+pub fn lock_registry(path: &Path, timeout: Duration) -> Result<RegistryLocks> {
     let dir = parent_dir(path);
     let not_a_file = |why: &str| {
         let why = std::io::Error::new(std::io::ErrorKind::InvalidInput, why.to_string());
@@ -339,9 +430,18 @@ pub fn publish_with(path: &Path, bytes: &[u8], opts: &PublishOptions) -> Result<
     std::fs::create_dir_all(dir).map_err(IoError::doing("create folder", dir))?;
     let (sidecar, python_lock) = lock_paths(path);
     let start = Instant::now();
-    let _rust_guard = FileLock::acquire(&sidecar, LockMode::Exclusive, opts.lock_timeout)?;
-    let left = opts.lock_timeout.saturating_sub(start.elapsed());
-    let _python_guard = FileLock::acquire(&python_lock, LockMode::Exclusive, left)?;
+    let rust = FileLock::acquire(&sidecar, LockMode::Exclusive, timeout)?;
+    let left = timeout.saturating_sub(start.elapsed());
+    let python = FileLock::acquire(&python_lock, LockMode::Exclusive, left)?;
+    Ok(RegistryLocks {
+        _rust: rust,
+        _python: python,
+    })
+}
+
+/// Atomically replaces `path` with `bytes`; the caller holds
+/// [`lock_registry`]'s locks.
+pub fn publish_locked(path: &Path, bytes: &[u8]) -> Result<()> {
     // Readable like the Python writer's file (less the umask).
     crate::files::publish_atomic(path, bytes, 0o644, || Ok(()))?;
     Ok(())
@@ -355,7 +455,7 @@ pub fn export_to<'a>(
     opts: &ExportOptions,
     publish_opts: &PublishOptions,
 ) -> Result<ExportReport> {
-    let (bytes, report) = render_v4(agents, opts)?;
+    let (bytes, report) = render(agents, opts)?;
     publish_with(path, &bytes, publish_opts)?;
     Ok(report)
 }

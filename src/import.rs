@@ -1,22 +1,25 @@
-//! Schema 1–4 `registry.json` import: parse a file an existing writer made
-//! into [`Agent`] rows, or refuse it with an error naming the file, the row
-//! and the offending value.
+//! `registry.json` import of every upstream schema (1–16, and newer ones as
+//! far as they only add keys): parse a file an existing writer made into
+//! [`Agent`] rows, or refuse it with an error naming the file, the row and
+//! the offending value.
 //!
 //! Invariants: parsing is pure (nothing is changed anywhere; the caller turns
 //! rows into events only after the whole file parsed), so a refused file
-//! changes nothing. Every field of every row is kept: the 20 schema-v4 keys
-//! map onto [`Agent`], the newer-writer keys `spawned_by_session`,
-//! `spawned_by_harness` and `spawned_by_cwd` go to `Agent::extra` (never
-//! exported), `session_id` (a derived value both readers tolerate) is dropped,
-//! and any other key is an error. Empty optional text (`""` or `null`) becomes
-//! `None`, which the export writes back as the existing writers do. The
-//! optional keys are read through the field table (`model::fields`): each
-//! is parsed by its field's kind.
+//! changes nothing. Every key of every row is kept (`crate::schemas`): the
+//! schema-v4 keys map onto [`Agent`] fields, the identity (`harness`, or
+//! `provider` below schema 15) onto `Agent::provider`, and every other
+//! non-null key, known or not, goes verbatim to `Agent::extra`. A file newer
+//! than 16 is read with schema 16's rules; a row those rules refuse makes
+//! the file incompatible, refused naming its version. Empty optional text
+//! (`""` or `null`) becomes `None`, which the export writes back as the
+//! existing writers do. The optional keys are read through the field table
+//! (`model::fields`): each is parsed by its field's kind.
 
 use crate::check::ROW_KEYS as KNOWN_KEYS;
 use crate::fslock::{FileLock, LockError, LockMode};
 use crate::model::fields::{FieldKind, FieldSpec, FieldValue, V4Key, AGENT_FIELDS};
-use crate::model::{Agent, HostMode, Status, StatusCause, UnknownWord, EXPORTABLE_PROVIDERS};
+use crate::model::{Agent, HostMode, Status, StatusCause, UnknownWord};
+use crate::schemas::{is_identity_token, LATEST};
 use crate::registry::{Event, EventKind};
 use crate::time::{TimeParseError, Timestamp};
 use serde_json::{Map, Value};
@@ -24,11 +27,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The schema versions existing readers (and this import) accept.
-pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u64> = 1..=4;
-
-/// Keys newer v4 writers add; kept in `Agent::extra`, never exported.
-pub const EXTRA_KEYS: [&str; 3] = ["spawned_by_session", "spawned_by_harness", "spawned_by_cwd"];
+/// The schema versions this import reads as upstream's writers wrote them;
+/// a newer one is read forward as far as it only adds keys.
+pub const SUPPORTED_VERSIONS: std::ops::RangeInclusive<u64> = 1..=LATEST as u64;
 
 /// A whole parsed file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,8 +65,8 @@ pub enum RowProblem {
         expected: &'static str,
         found: String,
     },
-    #[error("provider `{value}` is not one of claude, codex, gemini")]
-    UnknownProvider { value: String },
+    #[error("`{key}` `{value}` is not an identity token (a non-empty lowercase word without spaces)")]
+    BadIdentity { key: &'static str, value: String },
     #[error("`{key}`: {source}")]
     UnknownWord {
         key: &'static str,
@@ -106,8 +107,16 @@ pub enum ImportError {
     NotObject { file: PathBuf, found: &'static str },
     #[error("{}: missing schema_version", file.display())]
     MissingVersion { file: PathBuf },
-    #[error("{}: unsupported schema_version {found} (supported: 1..=4)", file.display())]
+    #[error("{}: unsupported schema_version {found} (supported: 1..=16, and newer ones that only add keys)", file.display())]
     UnsupportedVersion { file: PathBuf, found: String },
+    #[error("{}: schema_version {version} is newer than 16 and not only additive: row {row}{}: {problem}; nothing was imported", file.display(), name_note(name))]
+    Incompatible {
+        file: PathBuf,
+        version: u32,
+        row: usize,
+        name: Option<String>,
+        problem: Box<RowProblem>,
+    },
     #[error("{}: `{key}` is {found}, expected a list of rows", file.display())]
     RowsNotList {
         file: PathBuf,
@@ -185,7 +194,7 @@ pub fn parse_registry(bytes: &[u8], source: &Path) -> Result<ParsedRegistry> {
     };
     let version = match top.get("schema_version") {
         None => return Err(ImportError::MissingVersion { file: file() }),
-        Some(v) => match v.as_u64().filter(|n| SUPPORTED_VERSIONS.contains(n)) {
+        Some(v) => match v.as_u64().filter(|n| (1..=u64::from(u32::MAX)).contains(n)) {
             Some(n) => n as u32,
             None => {
                 return Err(ImportError::UnsupportedVersion {
@@ -216,11 +225,25 @@ pub fn parse_registry(bytes: &[u8], source: &Path) -> Result<ParsedRegistry> {
     let mut out = Vec::with_capacity(rows.len());
     let mut first_row: HashMap<&str, usize> = HashMap::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
-        let row_err = |problem| ImportError::Row {
-            file: file(),
-            row: i,
-            name: row.get("name").and_then(Value::as_str).map(str::to_string),
-            problem: Box::new(problem),
+        let row_err = |problem| {
+            let name = row.get("name").and_then(Value::as_str).map(str::to_string);
+            let problem = Box::new(problem);
+            if u64::from(version) > *SUPPORTED_VERSIONS.end() {
+                ImportError::Incompatible {
+                    file: file(),
+                    version,
+                    row: i,
+                    name,
+                    problem,
+                }
+            } else {
+                ImportError::Row {
+                    file: file(),
+                    row: i,
+                    name,
+                    problem,
+                }
+            }
         };
         let Value::Object(obj) = row else {
             return Err(row_err(RowProblem::NotObject { found: kind(row) }));
@@ -277,31 +300,20 @@ fn kind(v: &Value) -> &'static str {
 }
 
 fn parse_row(obj: &Map<String, Value>, version: u32) -> Result<Agent, RowProblem> {
-    // Unknown keys first: they mean the file is not what we think it is.
+    // Every key agentlog does not type is kept verbatim (a `null` is the
+    // absent key's default for every upstream reader, so it is not stored).
     let mut extra = Vec::new();
     for (key, value) in obj {
-        if KNOWN_KEYS.contains(&key.as_str()) || key == "session_id" {
-            continue;
-        }
-        if EXTRA_KEYS.contains(&key.as_str()) {
+        let typed = KNOWN_KEYS.contains(&key.as_str()) || key == "harness";
+        if !typed && !value.is_null() {
             extra.push((key.clone(), value.to_string()));
-            continue;
         }
-        return Err(RowProblem::UnknownKey {
-            key: key.clone(),
-            value: value.to_string(),
-        });
     }
     let name = req_str(obj, "name")?;
     if name.is_empty() {
         return Err(RowProblem::EmptyName);
     }
-    let provider = req_str(obj, "provider")?;
-    if !EXPORTABLE_PROVIDERS.contains(&provider) {
-        return Err(RowProblem::UnknownProvider {
-            value: provider.to_string(),
-        });
-    }
+    let identity = identity(obj, version, &mut extra)?;
     let cwd = req_str(obj, "cwd")?;
     let created_at = parse_time("created_at", req_str(obj, "created_at")?)?;
     let status = match obj.get("status") {
@@ -317,17 +329,61 @@ fn parse_row(obj: &Map<String, Value>, version: u32) -> Result<Agent, RowProblem
                 source,
             })?,
     };
-    let mut agent = Agent::new(name, provider, cwd, created_at);
+    let mut agent = Agent::new(name, identity, cwd, created_at);
     agent.status = status;
     agent.status_cause = StatusCause::Import;
     let optional = AGENT_FIELDS
         .iter()
         .filter(|f| !matches!(f.v4, V4Key::None | V4Key::Required));
     for f in optional {
+        // Schema 5's `attached` has no typed form: kept verbatim instead.
+        if f.name == "host_mode" && obj.get("host_mode").and_then(Value::as_str) == Some("attached")
+        {
+            extra.push(("host_mode".to_string(), "\"attached\"".to_string()));
+            continue;
+        }
         f.set(&mut agent, opt_value(obj, f)?);
     }
     agent.extra = extra;
     Ok(agent)
+}
+
+/// The row's identity (upstream's `harness`, agentlog's `provider`), read
+/// by the file's version: below 15 `provider` is the harness (and `harness`
+/// wins when both are set, as upstream's readers decide); from 15 on
+/// `provider` is the model vendor, kept in `extra`, and `harness` is the
+/// identity. Either must be an identity token; any token is accepted.
+fn identity<'a>(
+    obj: &'a Map<String, Value>,
+    version: u32,
+    extra: &mut Vec<(String, String)>,
+) -> Result<&'a str, RowProblem> {
+    let harness = opt_str(obj, "harness")?;
+    let provider = opt_str(obj, "provider")?;
+    for (key, value) in [("harness", harness), ("provider", provider)] {
+        if let Some(v) = value.filter(|v| !is_identity_token(v)) {
+            return Err(RowProblem::BadIdentity {
+                key,
+                value: v.to_string(),
+            });
+        }
+    }
+    if version >= 15 {
+        if let Some(vendor) = provider {
+            extra.push(("provider".to_string(), Value::from(vendor).to_string()));
+        }
+        return harness.ok_or(RowProblem::Missing { key: "harness" });
+    }
+    match (harness, provider) {
+        (Some(h), Some(p)) if h != p => {
+            extra.push(("legacy_provider".to_string(), Value::from(p).to_string()));
+            Ok(h)
+        }
+        (Some(h), _) => Ok(h),
+        (None, Some(p)) => Ok(p),
+        (None, None) if version >= 10 => Err(RowProblem::Missing { key: "harness" }),
+        (None, None) => Err(RowProblem::Missing { key: "provider" }),
+    }
 }
 
 fn wrong(key: &'static str, expected: &'static str, v: &Value) -> RowProblem {

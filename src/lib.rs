@@ -92,10 +92,12 @@ mod bounded_decode;
 
 pub mod check;
 pub mod cluster;
+pub mod coexist;
 pub mod compact;
 pub mod daemon;
 pub mod export;
 pub mod import;
+pub mod schemas;
 pub mod log;
 pub mod model;
 pub mod probe;

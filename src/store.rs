@@ -47,7 +47,7 @@ mod wait;
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
 };
-pub use interop::ImportReport;
+pub use interop::{ImportReport, Published};
 pub use origin::{current_origin, with_origin};
 pub use read_only::{ReadOnlyStore, ReadState};
 pub use replica::{replica_of, Check, CommandSink, REPLICA_FILE};
@@ -135,6 +135,9 @@ pub struct StoreOptions {
     /// Automatic exports refuse (instead of leaving out, with a warning)
     /// agents an existing reader cannot accept.
     pub export_strict: bool,
+    /// The schema automatic exports and [`Store::export`] write (default 4;
+    /// `agentlog serve` takes the store's `init --schema`).
+    pub export_schema: crate::schemas::Schema,
     /// Run the count and time triggers on a background thread, and snapshot
     /// on every clean close that has something new (default true: a
     /// long-lived store). Off, no thread is started and `close` snapshots
@@ -183,6 +186,7 @@ impl Default for StoreOptions {
             snapshots_kept: DEFAULT_SNAPSHOTS_KEPT,
             export_path: None,
             export_strict: false,
+            export_schema: crate::schemas::Schema::V4,
             snapshot_thread: true,
         }
     }

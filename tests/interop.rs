@@ -14,4 +14,5 @@ mod interop {
     mod export_publish;
     mod import_events;
     mod import_fixtures;
+    mod upstream;
 }

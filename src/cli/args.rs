@@ -126,9 +126,9 @@ pub enum Command {
     Snapshot,
     /// Write the registry as schema-v4 registry.json
     Export(cmd::export::Export),
-    /// Import a registry.json (schema 1 to 4)
+    /// Import a registry.json (schema 1 to 16; every key kept)
     Import(cmd::import::Import),
-    /// Check a registry.json against the schema-v4 readers' contract; exit 1 if a reader would reject it
+    /// Check a registry.json against the readers' contract of schema 4 or 16; exit 1 if a reader would reject it
     Check(cmd::check::CheckFile),
     /// Drop retired agents and expired messages from sealed segments
     Compact(cmd::compact::Compact),

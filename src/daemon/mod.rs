@@ -178,8 +178,13 @@ pub struct ServeOptions {
     /// Items a watcher may have unsent before it gets `lagged`.
     pub watch_buffer: usize,
     pub sweep_every: Option<Duration>,
-    /// Republish `registry.json` after a change at most this often.
+    /// Republish `registry.json` after a change (agentlog's or another
+    /// writer's) at most this often.
     pub publish_every: Option<Duration>,
+    /// Longest wait at shutdown for the registry locks another writer holds
+    /// (the log is durable by then: a late publish is a warning, not a
+    /// failure).
+    pub publish_lock_wait: Duration,
     pub compact_every: Option<Duration>,
     /// Uids and gids allowed to write besides the daemon's uid and root.
     pub allow_uids: Vec<u32>,
@@ -203,6 +208,7 @@ impl Default for ServeOptions {
             watch_buffer: 4096,
             sweep_every: Some(Duration::from_secs(5)),
             publish_every: Some(Duration::from_secs(1)),
+            publish_lock_wait: Duration::from_secs(30),
             compact_every: Some(Duration::from_secs(10)),
             allow_uids: Vec::new(),
             allow_gids: Vec::new(),

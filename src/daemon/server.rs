@@ -203,6 +203,7 @@ async fn run(
         compaction_rounds: AtomicU64::new(0),
         replica,
     });
+    first_publish(&shared).await;
     let mut duties = start_duties(&shared);
     if let Some(r) = &shared.replica {
         duties.extend(r.start_duties(&shared));
@@ -249,12 +250,11 @@ async fn run(
         let _ = d.await;
     }
     let store = shared.store.clone();
+    let wait = shared.opts.publish_lock_wait;
     tokio::task::spawn_blocking(move || -> ServeResult<()> {
         store.sync().map_err(ServeError::store("syncing the log"))?;
         if store.options().export_path.is_some() {
-            store
-                .export(None, false)
-                .map_err(ServeError::store("publishing registry.json"))?;
+            final_publish(&store, wait)?;
         }
         Ok(())
     })
@@ -263,6 +263,67 @@ async fn run(
         what: "final sync",
         source,
     })?
+}
+
+/// The shutdown publish: foreign writes ingested, then the fold published,
+/// waiting at most `wait` for the registry locks. The log is already
+/// durable, so locks still held after that are logged as a warning (who
+/// holds which lock, and that the next start publishes) and are not a
+/// failure; any other error is.
+fn final_publish(store: &Store, wait: Duration) -> ServeResult<()> {
+    let first = wait.min(Duration::from_secs(10));
+    let late = |e: &crate::store::StoreError| {
+        matches!(
+            e,
+            crate::store::StoreError::Export(crate::export::ExportError::Lock(
+                crate::fslock::LockError::Timeout { .. }
+            ))
+        )
+    };
+    let mut result = store.publish_registry(first);
+    if let Err(e) = result.as_ref().filter(|_| wait > first) {
+        if late(e) {
+            tracing::warn!(
+                "shutdown: {e} (another writer holds the registry lock); waiting up to {}s more",
+                (wait - first).as_secs()
+            );
+            result = store.publish_registry(wait - first);
+        }
+    }
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if late(&e) => {
+            tracing::warn!(
+                "shutdown: registry.json not republished: {e}; the log is durable up to LSN {}, \
+                 and the next start publishes it",
+                store.applied_lsn()
+            );
+            Ok(())
+        }
+        Err(e) => Err(ServeError::store("publishing registry.json")(e)),
+    }
+}
+
+/// Publishes once before serving: a `registry.json` found there (another
+/// writer's, or one published before a crash) is ingested first, so no
+/// later publish overwrites it unread.
+async fn first_publish(shared: &Arc<Shared>) {
+    if shared.store.options().export_path.is_none() {
+        return;
+    }
+    let store = shared.store.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        store.publish_registry(crate::export::PublishOptions::default().lock_timeout)
+    })
+    .await;
+    match done {
+        Ok(Ok(p)) if p.ingested > 0 => {
+            tracing::info!(changes = p.ingested, "ingested another writer's registry.json changes")
+        }
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!("publishing registry.json at start failed: {e}"),
+        Err(e) => tracing::warn!("publishing registry.json at start failed: {e}"),
+    }
 }
 
 async fn refuse(stream: tokio::net::UnixStream, n: usize, counted: Counted) {
@@ -311,17 +372,25 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
             }
         }));
     }
-    if let (Some(p), Some(_)) = (
+    if let (Some(p), Some(path)) = (
         shared.opts.publish_every,
-        &shared.store.options().export_path,
+        shared.store.options().export_path.clone(),
     ) {
+        // Published by `first_publish` at this LSN.
         let published = Mutex::new(shared.store.applied_lsn());
         duties.push(every(p, shared, move |s| {
             let lsn = s.store.applied_lsn();
             let mut last = published.lock().unwrap_or_else(|e| e.into_inner());
-            if lsn != *last {
-                match s.store.export(None, false) {
-                    Ok(_) => *last = lsn,
+            // Another writer's change is ingested within one period too.
+            let foreign = crate::coexist::changed_on_disk(&path).unwrap_or(true);
+            if lsn != *last || foreign {
+                match s.store.publish_registry(crate::export::PublishOptions::default().lock_timeout) {
+                    Ok(p) => {
+                        if p.ingested > 0 {
+                            s.committed.notify_waiters();
+                        }
+                        *last = p.lsn;
+                    }
                     Err(e) => tracing::warn!("publishing registry.json failed: {e}"),
                 }
             }

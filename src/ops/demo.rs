@@ -196,7 +196,7 @@ pub fn demo(dir: &Path, opts: &DemoOptions) -> Result<DemoReport> {
     let (counts, end, featured) = simulate(&store, opts)?;
     let snapshot = store.snapshot()?;
     store.close()?;
-    let (export_path, export) = super::export(dir, None, false, &mut ())?;
+    let (export_path, export) = super::export(dir, None, false, None, &mut ())?;
     // The audit before compaction shows every heartbeat run whole.
     let audit = audit(dir, &featured, None, None)?;
 

@@ -201,6 +201,33 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
             )
         }
         EventKind::Purged => "a record compaction deleted from the stream".to_string(),
+        EventKind::ExternalChange {
+            agent,
+            source,
+            change,
+        } => {
+            why = Some(format!(
+                "by {}",
+                agentlog::registry::ExternalChange::actor(source)
+            ));
+            let subject = match viewer {
+                Some(_) => String::new(),
+                None => format!(" `{agent}`"),
+            };
+            match change {
+                agentlog::registry::ExternalChange::Registered(a) => format!(
+                    "registered{subject} provider={} status={}",
+                    a.provider, a.status
+                ),
+                agentlog::registry::ExternalChange::Updated { keys, .. } => {
+                    format!("updated{subject}: {}", keys.join(", "))
+                }
+                agentlog::registry::ExternalChange::Status { status } => {
+                    format!("status{subject} → {status}")
+                }
+                agentlog::registry::ExternalChange::Removed => format!("removed{subject}"),
+            }
+        }
         EventKind::HeartbeatBatch { beats } => {
             // `log` shows the batch on one line; a timeline shows the
             // viewer's own heartbeats (history expands a batch into them).

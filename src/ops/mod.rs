@@ -315,6 +315,7 @@ pub struct Initialized {
 pub fn init(
     dir: &Path,
     max_messages: Option<usize>,
+    schema: Option<agentlog::schemas::Schema>,
     sharing: sharing::Sharing,
 ) -> Result<Initialized> {
     let existed = StoreLayout::new(dir).exists();
@@ -336,6 +337,10 @@ pub fn init(
             agentlog::store::config::set_max_messages(dir, n)?;
         }
     }
+    // The published schema only decides what is written: it may change.
+    if let Some(schema) = schema {
+        agentlog::store::config::set_registry_schema(dir, schema)?;
+    }
     let store = open_store(dir, true)?;
     let events = store.recovery().records;
     store.close()?;
@@ -354,14 +359,19 @@ pub fn export(
     dir: &Path,
     path: Option<&Path>,
     strict: bool,
+    schema: Option<agentlog::schemas::Schema>,
     progress: &mut dyn Progress,
 ) -> Result<(PathBuf, agentlog::export::ExportReport)> {
+    let schema = match schema {
+        Some(s) => s,
+        None => agentlog::store::config::registry_schema(dir)?,
+    };
     let (state, _) = current(dir, progress)?;
     let path = path.map_or_else(|| StoreLayout::new(dir).registry_json(), Path::to_path_buf);
     let report = agentlog::export::export_to(
         &path,
         state.agents().iter(),
-        &agentlog::export::ExportOptions { strict },
+        &agentlog::export::ExportOptions { strict, schema },
         &agentlog::export::PublishOptions::default(),
     )?;
     Ok((path, report))

@@ -15,7 +15,8 @@
 //! read such a tag as "written by a newer agentlog"; this build reads both.
 
 use super::events::{
-    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn,
+    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, ExternalChange,
+    FieldUpdates, Lsn,
     PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
 };
 use crate::model::{Agent, Status, StatusCause, TransportClient};
@@ -176,6 +177,11 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
             sessions,
         } => put_body(buf, &(upto, agents, messages, sessions)),
         EventKind::Purged => put_body(buf, &()),
+        EventKind::ExternalChange {
+            agent,
+            source,
+            change,
+        } => put_body(buf, &(agent, source, change)),
     }
 }
 
@@ -373,6 +379,14 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
                 agents,
                 messages,
                 sessions,
+            }
+        }
+        tag::EXTERNAL_CHANGE => {
+            let (agent, source, change): (String, String, ExternalChange) = body(t, b)?;
+            EventKind::ExternalChange {
+                agent,
+                source,
+                change,
             }
         }
         tag::PURGED => {

@@ -40,13 +40,21 @@ pub mod tag {
     /// docs/scaling.md §7): tag 1's body, then the host id. Tag 1 stays
     /// the encoding of a registration without a host.
     pub const AGENT_REGISTERED_ON_HOST: u8 = 18;
+    /// A difference between a file another writer shares with agentlog
+    /// (`registry.json`, a `state.json`) and what agentlog last published
+    /// there, ingested before republishing (docs/registry.md,
+    /// "Coexistence"). Tags 19–28 are reserved for another branch.
+    pub const EXTERNAL_CHANGE: u8 = 29;
     /// The highest tag this build knows.
-    pub const MAX_KNOWN: u8 = 18;
+    pub const MAX_KNOWN: u8 = 29;
 
-    /// Whether this build can decode `tag` (tags 1..=MAX_KNOWN today; a
-    /// reserved, never-written tag would make a gap).
+    /// Whether this build can decode `tag` (tags 1..=18 and 29; 19–28 are
+    /// reserved, never written by this build).
     pub const fn is_known(tag: u8) -> bool {
-        matches!(tag, AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST)
+        matches!(
+            tag,
+            AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST | EXTERNAL_CHANGE
+        )
     }
 
     /// The kind's name for a tag, for error messages.
@@ -70,6 +78,7 @@ pub mod tag {
             STREAM_COMPACTED => "StreamCompacted",
             PURGED => "Purged",
             AGENT_REGISTERED_ON_HOST => "AgentRegistered",
+            EXTERNAL_CHANGE => "ExternalChange",
             _ => "unknown",
         }
     }
@@ -89,6 +98,7 @@ pub mod tag {
                 | DISPLAY_NAME_SET
                 | TRANSPORT_CLIENT_SET
                 | AGENT_REGISTERED_ON_HOST
+                | EXTERNAL_CHANGE
         )
     }
 }
@@ -241,6 +251,39 @@ pub enum EventKind {
     HeartbeatBatch {
         beats: Vec<BatchedHeartbeat>,
     },
+    /// A change another writer made to a file agentlog publishes
+    /// (`source`: `registry.json` or `state.json`), found by comparing the
+    /// file with what agentlog last published there, and appended before
+    /// agentlog republishes. `log` and `audit` name its actor
+    /// "external writer (SOURCE)".
+    ExternalChange {
+        agent: String,
+        source: String,
+        change: ExternalChange,
+    },
+}
+
+/// What an [`EventKind::ExternalChange`] did to the agent's row. Its serde
+/// form (bincode, variant index first) is part of the log's format: new
+/// variants are only appended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExternalChange {
+    /// A row the other writer added: registered as it is in the file.
+    Registered(Box<Agent>),
+    /// A row the other writer changed: `row` is agentlog's row with the
+    /// changed file keys (`keys`) taken from the file.
+    Updated { row: Box<Agent>, keys: Vec<String> },
+    /// Only the status changed.
+    Status { status: Status },
+    /// A row the other writer removed.
+    Removed,
+}
+
+impl ExternalChange {
+    /// The actor `log` and `audit` show for a change found in `source`.
+    pub fn actor(source: &str) -> String {
+        format!("external writer ({source})")
+    }
 }
 
 /// One heartbeat of a [`EventKind::HeartbeatBatch`]: what a
@@ -323,6 +366,7 @@ impl EventKind {
             EventKind::HeartbeatBatch { .. } => tag::HEARTBEAT_BATCH,
             EventKind::StreamCompacted { .. } => tag::STREAM_COMPACTED,
             EventKind::Purged => tag::PURGED,
+            EventKind::ExternalChange { .. } => tag::EXTERNAL_CHANGE,
         }
     }
 
@@ -336,7 +380,8 @@ impl EventKind {
             | EventKind::FieldsUpdated { agent, .. }
             | EventKind::AgentRemoved { agent }
             | EventKind::DisplayNameSet { agent, .. }
-            | EventKind::TransportClientSet { agent, .. } => Some(agent),
+            | EventKind::TransportClientSet { agent, .. }
+            | EventKind::ExternalChange { agent, .. } => Some(agent),
             EventKind::MessagePosted(m) => Some(&m.from),
             EventKind::MessagesRead { reader, .. } => Some(reader),
             EventKind::AgentImported(a) => Some(&a.name),

@@ -23,7 +23,8 @@ pub use agents::{validate_agent, AgentMap};
 pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
 pub use error::RegistryError;
 pub use events::{
-    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, FieldUpdates, Lsn,
+    tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, ExternalChange,
+    FieldUpdates, Lsn,
     PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
 };
 pub use messages::{PostMessage, PostOutcome};

@@ -18,7 +18,7 @@
 use super::agents::AgentMap;
 use super::codec::{self, DecodeError};
 use super::events::{
-    DropReason, DroppedMessage, Event, EventKind, Lsn, PostedMessage, Registration,
+    DropReason, DroppedMessage, Event, EventKind, ExternalChange, Lsn, PostedMessage, Registration,
     RegistrationKind, SessionKey,
 };
 use crate::model::{Agent, Status, StatusCause};
@@ -349,6 +349,9 @@ impl State {
                 );
             }
             EventKind::Purged => {}
+            EventKind::ExternalChange { agent, change, .. } => {
+                self.apply_external(lsn, at, agent, change)
+            }
         }
     }
 
@@ -508,6 +511,48 @@ impl State {
         self.agents.upsert(row);
     }
 
+    /// Folds a change another writer made to a published file. A row it
+    /// added or changed keeps agentlog's registry-only fields (display
+    /// name, transport client, host) when agentlog holds the name.
+    fn apply_external(&mut self, lsn: Lsn, at: Timestamp, agent: &str, change: &ExternalChange) {
+        match change {
+            ExternalChange::Registered(row) | ExternalChange::Updated { row, .. } => {
+                let mut row = row.as_ref().clone();
+                match self.agents.get(agent) {
+                    Some(old) => {
+                        row.display_name.clone_from(&old.display_name);
+                        row.transport_client.clone_from(&old.transport_client);
+                        row.host.clone_from(&old.host);
+                    }
+                    None => {
+                        row.display_name = None;
+                        row.transport_client = None;
+                        row.host = None;
+                    }
+                }
+                row.last_event_lsn = lsn;
+                self.agents.upsert(row);
+            }
+            ExternalChange::Status { status } => {
+                let found = self.agents.update(agent, |a| {
+                    a.last_event_lsn = lsn;
+                    a.status = *status;
+                    a.status_message = None;
+                    a.status_cause = StatusCause::Import;
+                    a.last_active = at;
+                });
+                if !found {
+                    self.anomalies += 1;
+                }
+            }
+            ExternalChange::Removed => {
+                if self.agents.remove(agent).is_none() {
+                    self.anomalies += 1;
+                }
+            }
+        }
+    }
+
     fn apply_post(&mut self, lsn: Lsn, at: Timestamp, m: &PostedMessage) {
         if self.messages.back().is_some_and(|last| last.id >= lsn) {
             // Ids must grow with the log; a replay out of order is refused.
@@ -525,6 +570,18 @@ impl State {
             posted: m.clone(),
             read_by: Vec::new(),
         });
+        // Upstream's `last_message_at` (UPSTREAM-SCHEMAS §8): on the
+        // addressed agent's row, when a message to it was last delivered
+        // (here: logged). Broadcasts address no one; the stamp never goes
+        // back in time. Not a change `last_event_lsn` counts: the row's own
+        // events are unchanged.
+        if let Some(to) = &m.to {
+            self.agents.update(to, |a| {
+                if a.last_message_at.is_none_or(|t| t < at) {
+                    a.last_message_at = Some(at);
+                }
+            });
+        }
         // Only logs from before `MessagesDropped` overflow here.
         while self.messages.len() > self.max_messages {
             if let Some(old) = self.messages.pop_front() {

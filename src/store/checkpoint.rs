@@ -429,19 +429,34 @@ fn write_and_export(
     )?;
     *last = Some(lsn);
     if let Some(path) = &core.opts.export_path {
-        export_agents(state, path, core.opts.export_strict)?;
+        export_agents(state, path, core.opts.export_strict, core.opts.export_schema)?;
     }
     Ok(info)
 }
 
-/// Renders and publishes `state`'s agents (registration order) at `path`.
-pub(super) fn export_agents(state: &State, path: &Path, strict: bool) -> StoreResult<ExportReport> {
-    Ok(crate::export::export_to(
-        path,
-        state.agents().iter(),
-        &ExportOptions { strict },
-        &PublishOptions::default(),
-    )?)
+/// Renders and publishes `state`'s agents (registration order) at `path`,
+/// unless another writer changed the file since agentlog last published
+/// it: that write is left for [`Store::publish_registry`], which ingests it
+/// first (`crate::coexist`), and an empty report is returned.
+pub(super) fn export_agents(
+    state: &State,
+    path: &Path,
+    strict: bool,
+    schema: crate::schemas::Schema,
+) -> StoreResult<ExportReport> {
+    let (bytes, report) =
+        crate::export::render(state.agents().iter(), &ExportOptions { strict, schema })?;
+    let _locks = crate::export::lock_registry(path, PublishOptions::default().lock_timeout)?;
+    if crate::coexist::changed_on_disk(path)? {
+        tracing::info!(
+            path = %path.display(),
+            "registry.json was changed by another writer; left for the next publish, which ingests it"
+        );
+        return Ok(ExportReport::default());
+    }
+    crate::export::publish_locked(path, &bytes)?;
+    crate::coexist::record_published(path, &bytes).map_err(crate::export::ExportError::from)?;
+    Ok(report)
 }
 
 impl Store {

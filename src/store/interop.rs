@@ -1,4 +1,5 @@
-//! Schema-v4 `registry.json` export from, and import into, the [`Store`].
+//! `registry.json` export from, and import into, the [`Store`], and the
+//! coexisting publish ([`Store::publish_registry`], `crate::coexist`).
 //!
 //! Export renders the agents in registration order from a copy taken under
 //! the read lock (appenders wait only for the copy, not for rendering or the
@@ -23,6 +24,17 @@ use std::time::Duration;
 
 /// How long an import waits for the shared lock on `<file>.lock`.
 const IMPORT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What [`Store::publish_registry`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// What was written.
+    pub report: ExportReport,
+    /// Foreign changes appended before it (one event each).
+    pub ingested: usize,
+    /// The LSN the published fold is at.
+    pub lsn: Lsn,
+}
 
 /// What [`Store::import_registry`] brought in.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,12 +64,66 @@ impl Store {
         Ok(crate::export::export_to(
             path,
             agents.iter(),
-            &crate::export::ExportOptions { strict },
+            &crate::export::ExportOptions {
+                strict,
+                schema: self.core.opts.export_schema,
+            },
             &crate::export::PublishOptions::default(),
         )?)
     }
 
-    /// Imports a schema 1–4 `registry.json` (see `crate::import`) as one
+    /// Publishes `registry.json` at `StoreOptions::export_path` without ever
+    /// overwriting a foreign write (`crate::coexist`): under both writers'
+    /// locks (waiting at most `lock_timeout`), a file another writer
+    /// changed since the last publish is compared with the fold, each
+    /// difference is appended as an [`EventKind::ExternalChange`] (one
+    /// durable batch), and only then is the fold republished. A file that
+    /// does not parse is left as it is (the error says why).
+    pub fn publish_registry(&self, lock_timeout: Duration) -> StoreResult<Published> {
+        let path = self
+            .core
+            .opts
+            .export_path
+            .clone()
+            .ok_or(StoreError::NoExportPath)?;
+        let _locks = crate::export::lock_registry(&path, lock_timeout)?;
+        let mut ingested = 0;
+        if let Some(foreign) = crate::coexist::read_foreign(&path)? {
+            let at = Timestamp::now();
+            let events = self.with_state(|s, _| {
+                crate::coexist::changes(s, &foreign, crate::coexist::REGISTRY_SOURCE, at)
+            });
+            ingested = events.len();
+            if !events.is_empty() {
+                let lsns = if let Some(sink) = self.sink()? {
+                    let done = sink.command(super::current_origin(), &mut |_| Ok(events.clone()))?;
+                    done.into_iter().map(|(lsn, _)| lsn).collect::<Vec<_>>()
+                } else {
+                    let mut g = self.write();
+                    self.append_apply(&mut g, &events)?
+                };
+                // What another writer did is durable before it is overwritten.
+                self.finish(lsns.last().copied(), crate::log::Durability::Durable)?;
+            }
+        }
+        let (agents, lsn) = self.with_state(|s, lsn| (s.agents().as_slice().to_vec(), lsn));
+        let (bytes, report) = crate::export::render(
+            agents.iter(),
+            &crate::export::ExportOptions {
+                strict: self.core.opts.export_strict,
+                schema: self.core.opts.export_schema,
+            },
+        )?;
+        crate::export::publish_locked(&path, &bytes)?;
+        crate::coexist::record_published(&path, &bytes).map_err(crate::export::ExportError::from)?;
+        Ok(Published {
+            report,
+            ingested,
+            lsn,
+        })
+    }
+
+    /// Imports a `registry.json` of any upstream schema (see `crate::import`) as one
     /// durable batch of `AgentImported` events at the current time. Refused
     /// (changing nothing) when the file is refused by the parser, or a row
     /// names an agent that is registered here and not finished (see the

@@ -19,13 +19,14 @@ const VERDICTS: &[(&str, bool)] = &[
     ("registry/not-object.json", false),
     ("registry/unknown-key.json", false),
     ("registry/v1-python.json", false),
+    ("registry/v17-additive.json", false),
+    ("registry/v17-incompatible.json", false),
     ("registry/v2-python.json", true),
     ("registry/v3-python.json", true),
     ("registry/v4-entries-key.json", false),
     ("registry/v4-mixed.json", true),
     ("registry/v4-python.json", true),
     ("registry/v4-rust.json", true),
-    ("registry/v5-future.json", false),
 ];
 
 fn fixtures() -> PathBuf {

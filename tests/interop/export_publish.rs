@@ -33,7 +33,7 @@ fn render(n: usize, tag: &str) -> Vec<u8> {
             a
         })
         .collect();
-    render_v4(&fleet, &ExportOptions { strict: true })
+    render_v4(&fleet, &ExportOptions { strict: true, ..Default::default() })
         .unwrap()
         .0
 }

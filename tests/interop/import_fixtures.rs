@@ -3,7 +3,7 @@
 //! trips (fixtures and a proptest over random agents).
 
 use crate::support::conformance::checker_accepts;
-use crate::support::fixtures::{registry_dir, ACCEPTED, ROW_KEYS};
+use crate::support::fixtures::{registry_dir, ACCEPTED, BEYOND_V4, ROW_KEYS};
 use agentlog::export::{render_v4, ExportOptions};
 use agentlog::import::{parse_registry, read_registry_file, ImportError, ParsedRegistry};
 use agentlog::model::{Agent, HostMode, Status, EXPORTABLE_PROVIDERS};
@@ -23,11 +23,13 @@ fn agents(p: &ParsedRegistry) -> Vec<Agent> {
 }
 
 /// (file, substrings the error must contain).
-const REFUSED: [(&str, &[&str]); 6] = [
-    ("v5-future.json", &["unsupported schema_version 5"]),
-    ("bad-provider.json", &["row 0", "`x`", "opencode"]),
+const REFUSED: [(&str, &[&str]); 5] = [
+    (
+        "v17-incompatible.json",
+        &["schema_version 17 is newer than 16", "row 0", "`status`"],
+    ),
+    ("bad-provider.json", &["row 0", "`x`", "Open Code"]),
     ("bad-status.json", &["row 0", "`x`", "Active"]),
-    ("unknown-key.json", &["row 0", "`x`", "colour", "blue"]),
     ("malformed.json", &["malformed JSON", "line 1, column"]),
     ("not-object.json", &["top level is a list, not an object"]),
 ];
@@ -43,6 +45,7 @@ fn every_fixture_is_in_the_table() {
         .iter()
         .map(|(f, _)| f.to_string())
         .chain(REFUSED.iter().map(|(f, _)| f.to_string()))
+        .chain(BEYOND_V4.iter().map(|(f, _)| f.to_string()))
         .collect();
     table.sort();
     assert_eq!(files, table);
@@ -50,9 +53,9 @@ fn every_fixture_is_in_the_table() {
 
 #[test]
 fn accepted_fixtures_load_as_the_table_says() {
-    for (name, count) in ACCEPTED {
+    for (name, count) in ACCEPTED.iter().chain(&BEYOND_V4) {
         let parsed = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(parsed.rows.len(), count, "{name}");
+        assert_eq!(parsed.rows.len(), *count, "{name}");
     }
     let t = |s| Timestamp::parse_rfc3339(s).unwrap();
 
@@ -222,6 +225,7 @@ fn newer_writer_keys_are_kept_but_never_exported() {
                 "spawned_by_harness".to_string(),
                 r#"{"kind":"mcp"}"#.to_string()
             ),
+            ("session_id".to_string(), "\"derived\"".to_string()),
             ("spawned_by_session".to_string(), "\"s-1\"".to_string()),
         ]
     );
@@ -248,7 +252,7 @@ fn import_export_round_trips_keep_every_field() {
     let dir = tempfile::tempdir().unwrap();
     for (name, _) in ACCEPTED {
         let first = load(name).unwrap();
-        let (bytes, report) = render_v4(&agents(&first), &ExportOptions { strict: true }).unwrap();
+        let (bytes, report) = render_v4(&agents(&first), &ExportOptions { strict: true, ..Default::default() }).unwrap();
         assert_eq!(report.rows, first.rows.len(), "{name}");
         let out = dir.path().join(name);
         std::fs::write(&out, &bytes).unwrap();
@@ -277,7 +281,7 @@ fn import_export_round_trips_keep_every_field() {
         }
 
         // export → import → export is byte-identical.
-        let (again, _) = render_v4(&agents(&second), &ExportOptions { strict: true }).unwrap();
+        let (again, _) = render_v4(&agents(&second), &ExportOptions { strict: true, ..Default::default() }).unwrap();
         assert_eq!(again, bytes, "{name}");
     }
 }
@@ -335,7 +339,7 @@ proptest! {
         for (i, a) in fleet.iter_mut().enumerate() {
             a.name = format!("{i}-{}", a.name);
         }
-        let (bytes, report) = render_v4(&fleet, &ExportOptions { strict: true }).unwrap();
+        let (bytes, report) = render_v4(&fleet, &ExportOptions { strict: true, ..Default::default() }).unwrap();
         prop_assert_eq!(report.rows, fleet.len());
         let parsed = parse_registry(&bytes, Path::new("prop.json")).unwrap();
         prop_assert_eq!(parsed.rows.len(), fleet.len());
@@ -347,7 +351,7 @@ proptest! {
             expect.last_active = got.last_active;
             prop_assert_eq!(got, &expect);
         }
-        let (again, _) = render_v4(&agents(&parsed), &ExportOptions { strict: true }).unwrap();
+        let (again, _) = render_v4(&agents(&parsed), &ExportOptions { strict: true, ..Default::default() }).unwrap();
         prop_assert_eq!(again, bytes);
     }
 }

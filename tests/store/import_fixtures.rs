@@ -28,11 +28,10 @@ fn fixture(dir: &Path, name: &str) -> PathBuf {
     dst
 }
 
-const REFUSED: [(&str, &[&str]); 6] = [
-    ("v5-future.json", &["unsupported schema_version 5"]),
-    ("bad-provider.json", &["row 0", "opencode"]),
+const REFUSED: [(&str, &[&str]); 5] = [
+    ("v17-incompatible.json", &["schema_version 17", "row 0"]),
+    ("bad-provider.json", &["row 0", "Open Code"]),
     ("bad-status.json", &["row 0", "Active"]),
-    ("unknown-key.json", &["row 0", "colour"]),
     ("malformed.json", &["malformed JSON", "line 1, column"]),
     ("not-object.json", &["not an object"]),
 ];

@@ -20,6 +20,11 @@ pub const ACCEPTED: [(&str, usize); 8] = [
     ("empty.json", 0),
 ];
 
+/// Fixtures the import accepts that no schema-v4 reader reads, with their
+/// number of rows: an unknown key (kept verbatim) and a newer, additive
+/// schema with a harness outside claude/codex/gemini.
+pub const BEYOND_V4: [(&str, usize); 2] = [("unknown-key.json", 1), ("v17-additive.json", 1)];
+
 /// A schema-v4 row's keys in the existing writers' order (docs/registry-v4.md),
 /// written out here rather than taken from `agentlog::check::ROW_KEYS`, so
 /// the tests check the library against the spec, not against itself.

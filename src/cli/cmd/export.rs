@@ -1,4 +1,4 @@
-//! `agentlog export`: write the registry as schema-v4 `registry.json`.
+//! `agentlog export`: write the registry as `registry.json` of schema 4 or 16.
 
 use crate::cli::output::{self, Bar, Ui, W};
 use anyhow::Result;
@@ -12,14 +12,32 @@ pub struct Export {
     /// Where to write [default: DIR/registry.json]
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Refuse (instead of leaving out with a warning) agents a v4 reader cannot read
+    /// Refuse (instead of leaving out with a warning) agents a reader of the schema cannot read
     #[arg(long)]
     pub strict: bool,
+    /// Write schema 4 (the design card) or 16 (today's fno readers)
+    /// [default: the store's, set by `init --schema`, else 4]
+    #[arg(long, value_name = "N", value_parser = super::check::parse_schema)]
+    pub schema: Option<agentlog::schemas::Schema>,
 }
 
 pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Export) -> Result<ExitCode> {
-    let (path, rep) =
-        crate::ops::export(&dir, a.out.as_deref(), a.strict, &mut Bar::new(ui, "fold"))?;
+    let (path, rep) = crate::ops::export(
+        &dir,
+        a.out.as_deref(),
+        a.strict,
+        a.schema,
+        &mut Bar::new(ui, "fold"),
+    )?;
+    for lossy in &rep.lossy {
+        // The keys stay in the log; the chosen schema has no place for them.
+        eprintln!(
+            "warning: agent `{}` written without {} (no such key in schema {}; kept in the log)",
+            output::escaped(&lossy.name),
+            output::escaped(&lossy.keys.join(", ")),
+            rep.schema
+        );
+    }
     if ui.json {
         let skipped: Vec<_> = rep
             .skipped
@@ -28,7 +46,9 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Export) -> Result<ExitCode> {
             .collect();
         output::json(
             w,
-            &json!({"path": path, "rows": rep.rows, "skipped": skipped}),
+            &json!({"path": path, "schema_version": rep.schema, "rows": rep.rows,
+                    "skipped": skipped, "lossy": rep.lossy.iter()
+                        .map(|l| json!({"name": l.name, "keys": l.keys})).collect::<Vec<_>>()}),
         )?;
     } else {
         let path = output::escaped(&path.to_string_lossy()).into_owned();

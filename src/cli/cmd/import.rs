@@ -1,4 +1,5 @@
-//! `agentlog import`: import a `registry.json` of schema 1 to 4 as one batch.
+//! `agentlog import`: import a `registry.json` of schema 1 to 16 (or a newer
+//! one that only adds keys) as one batch.
 
 use crate::cli::open::with_store;
 use crate::cli::output::{self, Ui, W};
@@ -10,7 +11,7 @@ use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 pub struct Import {
-    /// A registry.json of schema 1 to 4 (imported as one batch, now)
+    /// A registry.json of schema 1 to 16, or newer if only additive (imported as one batch, now)
     pub file: PathBuf,
 }
 

@@ -18,6 +18,11 @@ pub struct Init {
     /// 0600) and observe through the daemon
     #[arg(long, alias = "group-shared")]
     pub group: bool,
+    /// The registry.json schema `serve` publishes and `export` writes: 4 (the
+    /// design card) or 16 (today's fno readers); may be changed later
+    /// [default: 4]
+    #[arg(long, value_name = "N", value_parser = super::check::parse_schema)]
+    pub schema: Option<agentlog::schemas::Schema>,
 }
 
 pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Init) -> Result<ExitCode> {
@@ -27,7 +32,12 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Init) -> Result<ExitCode> {
         Sharing::Private
     };
     sharing.restrict_process_umask();
-    let rep = crate::ops::init(&dir, a.max_messages.map(|n| n as usize), sharing)?;
+    let rep = crate::ops::init(
+        &dir,
+        a.max_messages.map(|n| n as usize),
+        a.schema,
+        sharing,
+    )?;
     if ui.json {
         output::json(
             w,

@@ -69,6 +69,13 @@ pub fn log_entry(
         if let Some(o) = origin {
             doc["origin"] = json!(o);
         }
+        if let Ok(agentlog::registry::Event {
+            kind: agentlog::registry::EventKind::ExternalChange { source, .. },
+            ..
+        }) = event
+        {
+            doc["actor"] = json!(agentlog::registry::ExternalChange::actor(source));
+        }
         output::json_line(w, &doc)
     } else {
         match event {

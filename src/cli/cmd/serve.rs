@@ -42,6 +42,10 @@ pub struct Serve {
     /// Republish registry.json after a change at most this often, ms (0: never)
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub publish_every_ms: u64,
+    /// At shutdown, wait at most this long for registry locks another writer
+    /// holds, then exit 0 with a warning (the log is durable), secs
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    pub publish_lock_wait: u64,
     /// Also serve /metrics, /healthz, /readyz, the live page and /api over
     /// HTTP at this address (e.g. 127.0.0.1:9464; port 0 picks one)
     #[arg(long, value_name = "ADDR:PORT")]
@@ -78,6 +82,8 @@ pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
     std::env::remove_var("AGENTLOG_NOW");
     let opts = StoreOptions {
         export_path: Some(agentlog::StoreLayout::new(dir).registry_json()),
+        export_schema: agentlog::store::config::registry_schema(dir)
+            .with_context(|| format!("cannot serve {}", dir.display()))?,
         ..StoreOptions::default()
     };
     let store = crate::ops::open_store_with(dir, false, opts)
@@ -97,6 +103,7 @@ pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
         watch_buffer: a.watch_buffer,
         sweep_every: secs(a.sweep_every),
         publish_every: (a.publish_every_ms > 0).then(|| Duration::from_millis(a.publish_every_ms)),
+        publish_lock_wait: Duration::from_secs(a.publish_lock_wait),
         allow_uids: a.allow_uid.clone(),
         allow_gids: a.allow_gid.clone(),
         socket_mode: if group { 0o660 } else { 0o600 },
