@@ -578,7 +578,8 @@ impl Store {
         let lsns = self.command(|s| match s.check_post(post.clone(), at)? {
             PostOutcome::Append(e) => {
                 existing = None;
-                Ok(s.cap_drops(at).into_iter().chain([e]).collect())
+                let stamp = s.delivery_stamp(&e);
+                Ok(s.cap_drops(at).into_iter().chain(stamp).chain([e]).collect())
             }
             PostOutcome::Existing(id) => {
                 existing = Some(id);

@@ -9,6 +9,7 @@ mod support;
 mod daemon {
     mod access;
     mod clients;
+    mod coexist;
     mod conformance;
     mod crash;
     mod protocol;

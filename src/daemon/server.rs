@@ -281,7 +281,7 @@ fn final_publish(store: &Store, wait: Duration) -> ServeResult<()> {
         )
     };
     let mut result = store.publish_registry(first);
-    if let Err(e) = result.as_ref().filter(|_| wait > first) {
+    if let (Err(e), true) = (&result, wait > first) {
         if late(e) {
             tracing::warn!(
                 "shutdown: {e} (another writer holds the registry lock); waiting up to {}s more",

@@ -187,6 +187,33 @@ impl State {
         }))
     }
 
+    /// Upstream's `last_message_at` stamp for a direct post (docs/upstream.md,
+    /// "last_message_at"): on the addressed agent's row, when a message to it
+    /// was last delivered (here: logged). Its own event, in the post's batch
+    /// and before it, so the stamp outlives the message when compaction
+    /// drops the post. Broadcasts address no one; a stamp never goes back.
+    pub fn delivery_stamp(&self, post: &Event) -> Option<Event> {
+        let EventKind::MessagePosted(m) = &post.kind else {
+            return None;
+        };
+        let to = m.to.as_deref()?;
+        let row = self.agent(to)?;
+        if row.last_message_at.is_some_and(|t| t >= post.at) {
+            return None;
+        }
+        let fields = crate::registry::FieldUpdates {
+            last_message_at: Some(Some(post.at)),
+            ..Default::default()
+        };
+        Some(Event {
+            at: post.at,
+            kind: EventKind::FieldsUpdated {
+                agent: to.to_string(),
+                fields,
+            },
+        })
+    }
+
     /// The unread messages of `reader` at `now` (see the module rule).
     pub fn unread(
         &self,

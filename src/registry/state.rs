@@ -570,18 +570,7 @@ impl State {
             posted: m.clone(),
             read_by: Vec::new(),
         });
-        // Upstream's `last_message_at` (UPSTREAM-SCHEMAS §8): on the
-        // addressed agent's row, when a message to it was last delivered
-        // (here: logged). Broadcasts address no one; the stamp never goes
-        // back in time. Not a change `last_event_lsn` counts: the row's own
-        // events are unchanged.
-        if let Some(to) = &m.to {
-            self.agents.update(to, |a| {
-                if a.last_message_at.is_none_or(|t| t < at) {
-                    a.last_message_at = Some(at);
-                }
-            });
-        }
+
         // Only logs from before `MessagesDropped` overflow here.
         while self.messages.len() > self.max_messages {
             if let Some(old) = self.messages.pop_front() {

@@ -220,12 +220,12 @@ fn newer_writer_keys_are_kept_but_never_exported() {
     assert_eq!(
         extra,
         vec![
+            ("session_id".to_string(), "\"derived\"".to_string()),
             ("spawned_by_cwd".to_string(), "\"/parent\"".to_string()),
             (
                 "spawned_by_harness".to_string(),
                 r#"{"kind":"mcp"}"#.to_string()
             ),
-            ("session_id".to_string(), "\"derived\"".to_string()),
             ("spawned_by_session".to_string(), "\"s-1\"".to_string()),
         ]
     );
