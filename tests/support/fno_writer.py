@@ -42,13 +42,36 @@ def locked(path):
     return f
 
 
+LEGACY_IDS = {"claude": "claude_session_uuid", "codex": "codex_session_id",
+              "gemini": "gemini_session_id"}
+
+
+def migrated(row, version):
+    """Upstream HEAD's read of an older row (UPSTREAM-SCHEMAS §7)."""
+    row = dict(row)
+    if version < 15:
+        row["harness"] = row.get("harness") or row.get("provider")
+        row["provider"] = None
+    legacy = LEGACY_IDS.get(row.get("harness"))
+    if legacy and not row.get("harness_session_id") and row.get(legacy) not in (None, "null"):
+        row["harness_session_id"] = row[legacy]
+    for key in LEGACY_IDS.values():
+        row.pop(key, None)
+    short = row.pop("claude_short_id", None)
+    if short and not row.get("short_id"):
+        row["short_id"] = short
+    row.pop("session_id", None)
+    return row
+
+
 def load(path):
     try:
         with open(path, "rb") as f:
             doc = json.loads(f.read())
     except FileNotFoundError:
         return []
-    return doc.get("agents", doc.get("entries", []))
+    rows = doc.get("agents", doc.get("entries", []))
+    return [migrated(r, doc.get("schema_version", 1)) for r in rows]
 
 
 def shaped(row, mode):
