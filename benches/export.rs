@@ -119,7 +119,14 @@ fn row(a: &Agent) -> Row<&str> {
 
 fn bench_export(c: &mut Criterion) {
     let agents = fleet(10_000);
-    let (bytes, report) = render_v4(&agents, &ExportOptions { strict: true }).unwrap();
+    let (bytes, report) = render_v4(
+        &agents,
+        &ExportOptions {
+            strict: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     assert_eq!(report.rows, agents.len());
     // The baseline writes the very same bytes (minus our trailing newline).
     let doc = Doc {

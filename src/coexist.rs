@@ -144,7 +144,9 @@ fn file_values(a: &Agent) -> FileValues {
     v.insert("created_at".into(), secs(n.created_at));
     v.insert("status".into(), n.status.as_str().into());
     let typed = AGENT_FIELDS.iter().filter(|f| {
-        f.v4 != V4Key::None && !matches!(f.name, "name" | "provider" | "cwd") && !LEGACY.contains(&f.name)
+        f.v4 != V4Key::None
+            && !matches!(f.name, "name" | "provider" | "cwd")
+            && !LEGACY.contains(&f.name)
     });
     for f in typed {
         let text = match f.get(&n) {

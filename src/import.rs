@@ -19,8 +19,8 @@ use crate::check::ROW_KEYS as KNOWN_KEYS;
 use crate::fslock::{FileLock, LockError, LockMode};
 use crate::model::fields::{FieldKind, FieldSpec, FieldValue, V4Key, AGENT_FIELDS};
 use crate::model::{Agent, HostMode, Status, StatusCause, UnknownWord};
-use crate::schemas::{is_identity_token, LATEST};
 use crate::registry::{Event, EventKind};
+use crate::schemas::{is_identity_token, LATEST};
 use crate::time::{TimeParseError, Timestamp};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -65,7 +65,9 @@ pub enum RowProblem {
         expected: &'static str,
         found: String,
     },
-    #[error("`{key}` `{value}` is not an identity token (a non-empty lowercase word without spaces)")]
+    #[error(
+        "`{key}` `{value}` is not an identity token (a non-empty lowercase word without spaces)"
+    )]
     BadIdentity { key: &'static str, value: String },
     #[error("`{key}`: {source}")]
     UnknownWord {

@@ -97,11 +97,11 @@ pub mod compact;
 pub mod daemon;
 pub mod export;
 pub mod import;
-pub mod schemas;
 pub mod log;
 pub mod model;
 pub mod probe;
 pub mod registry;
+pub mod schemas;
 pub mod store;
 pub mod time;
 

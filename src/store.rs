@@ -579,7 +579,11 @@ impl Store {
             PostOutcome::Append(e) => {
                 existing = None;
                 let stamp = s.delivery_stamp(&e);
-                Ok(s.cap_drops(at).into_iter().chain(stamp).chain([e]).collect())
+                Ok(s.cap_drops(at)
+                    .into_iter()
+                    .chain(stamp)
+                    .chain([e])
+                    .collect())
             }
             PostOutcome::Existing(id) => {
                 existing = Some(id);

@@ -90,7 +90,10 @@ pub(super) fn check_row<'a>(
     if version >= 15 && !set("harness") {
         bad("harness", "required from schema 15 on".into());
     } else if !set("harness") && !set("provider") {
-        bad("harness", "missing (and no `provider` names the harness)".into());
+        bad(
+            "harness",
+            "missing (and no `provider` names the harness)".into(),
+        );
     }
     one_of(row, "status", &STATUSES, false, &mut bad);
     one_of(row, "host_mode", &HOST_MODES, true, &mut bad);
@@ -105,7 +108,10 @@ pub(super) fn check_row<'a>(
         }
     }
     for key in OPTIONAL_TEXT.iter().chain(&NEWER_TEXT) {
-        if row.get(*key).is_some_and(|v| !v.is_string() && !v.is_null()) {
+        if row
+            .get(*key)
+            .is_some_and(|v| !v.is_string() && !v.is_null())
+        {
             bad(key, "must be a string or null".into());
         }
     }

@@ -318,7 +318,10 @@ async fn first_publish(shared: &Arc<Shared>) {
     .await;
     match done {
         Ok(Ok(p)) if p.ingested > 0 => {
-            tracing::info!(changes = p.ingested, "ingested another writer's registry.json changes")
+            tracing::info!(
+                changes = p.ingested,
+                "ingested another writer's registry.json changes"
+            )
         }
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!("publishing registry.json at start failed: {e}"),
@@ -384,7 +387,10 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
             // Another writer's change is ingested within one period too.
             let foreign = crate::coexist::changed_on_disk(&path).unwrap_or(true);
             if lsn != *last || foreign {
-                match s.store.publish_registry(crate::export::PublishOptions::default().lock_timeout) {
+                match s
+                    .store
+                    .publish_registry(crate::export::PublishOptions::default().lock_timeout)
+                {
                     Ok(p) => {
                         if p.ingested > 0 {
                             s.committed.notify_waiters();

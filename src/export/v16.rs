@@ -19,7 +19,11 @@ use crate::schemas::{extra, legacy_session_key, Schema, NEVER_EXPORTED, V16_KEYS
 pub(super) fn write_row(buf: &mut Vec<u8>, a: &Agent, scratch: &mut String) {
     buf.extend_from_slice(b"    {");
     for (i, key) in V16_KEYS.iter().enumerate() {
-        buf.extend_from_slice(if i == 0 { b"\n      \"" } else { b",\n      \"" });
+        buf.extend_from_slice(if i == 0 {
+            b"\n      \""
+        } else {
+            b",\n      \""
+        });
         buf.extend_from_slice(key.as_bytes());
         buf.extend_from_slice(b"\": ");
         match *key {
@@ -28,7 +32,14 @@ pub(super) fn write_row(buf: &mut Vec<u8>, a: &Agent, scratch: &mut String) {
             "status" => push_str(buf, a.status.as_str()),
             "short_id" => {
                 let legacy = a.claude_short_id.as_deref().unwrap_or("");
-                push_str(buf, if a.short_id.is_empty() { legacy } else { &a.short_id })
+                push_str(
+                    buf,
+                    if a.short_id.is_empty() {
+                        legacy
+                    } else {
+                        &a.short_id
+                    },
+                )
             }
             "harness_session_id" => match extra(a, key) {
                 Some(text) => buf.extend_from_slice(text.as_bytes()),

@@ -16,8 +16,7 @@
 
 use super::events::{
     tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, ExternalChange,
-    FieldUpdates, Lsn,
-    PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
+    FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
 };
 use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;

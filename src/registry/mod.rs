@@ -24,8 +24,7 @@ pub use codec::{decode, encode, encode_into, DecodeError, SubjectFilter};
 pub use error::RegistryError;
 pub use events::{
     tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, ExternalChange,
-    FieldUpdates, Lsn,
-    PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
+    FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
 };
 pub use messages::{PostMessage, PostOutcome};
 pub use retention::{retention, Kept, Retention, RetentionPolicy};

@@ -429,7 +429,12 @@ fn write_and_export(
     )?;
     *last = Some(lsn);
     if let Some(path) = &core.opts.export_path {
-        export_agents(state, path, core.opts.export_strict, core.opts.export_schema)?;
+        export_agents(
+            state,
+            path,
+            core.opts.export_strict,
+            core.opts.export_schema,
+        )?;
     }
     Ok(info)
 }

@@ -96,7 +96,8 @@ impl Store {
             ingested = events.len();
             if !events.is_empty() {
                 let lsns = if let Some(sink) = self.sink()? {
-                    let done = sink.command(super::current_origin(), &mut |_| Ok(events.clone()))?;
+                    let done =
+                        sink.command(super::current_origin(), &mut |_| Ok(events.clone()))?;
                     done.into_iter().map(|(lsn, _)| lsn).collect::<Vec<_>>()
                 } else {
                     let mut g = self.write();
@@ -115,7 +116,8 @@ impl Store {
             },
         )?;
         crate::export::publish_locked(&path, &bytes)?;
-        crate::coexist::record_published(&path, &bytes).map_err(crate::export::ExportError::from)?;
+        crate::coexist::record_published(&path, &bytes)
+            .map_err(crate::export::ExportError::from)?;
         Ok(Published {
             report,
             ingested,

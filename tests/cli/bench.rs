@@ -98,16 +98,19 @@ fn bench_replay_folds_the_whole_log_and_reuses_a_given_store() {
     let env = Env::new();
     let args = ["bench", "replay", "--events", "3000", "--agents", "30"];
     let doc = env.json(&args);
-    assert_eq!(doc["events"], 3000);
+    // The workload's events plus the last_message_at stamps some of its
+    // direct posts add (docs/upstream.md, "last_message_at").
+    let events = doc["events"].as_u64().unwrap();
+    assert!((3000..=3030).contains(&events), "{doc}");
     assert_eq!(doc["agents"], 30);
     let s = pos(&doc, "seconds");
-    consistent(pos(&doc, "events_per_s"), 3000.0, s);
+    consistent(pos(&doc, "events_per_s"), events as f64, s);
     consistent(pos(&doc, "mb_per_s"), pos(&doc, "log_bytes") / 1e6, s);
     pos(&doc, "peak_rss_bytes");
     // The store built in --dir is replayed as it is the second time (the
     // sizes asked for are then not used).
     let again = env.json(&["bench", "replay", "--events", "9000", "--agents", "30"]);
-    assert_eq!(again["events"], 3000);
+    assert_eq!(again["events"], events);
     assert_eq!(again["log_bytes"], doc["log_bytes"]);
 
     let text = env.run_bare(&args).ok().to_string();
@@ -132,7 +135,9 @@ fn bench_open_has_a_row_per_length_with_and_without_snapshot() {
         pos(r, "log_bytes");
         // With the snapshot only its tail (a tenth) is folded.
         let folded = r["events_folded"].as_u64().unwrap();
-        assert_eq!(folded, if snap { n / 10 } else { n }, "{r}");
+        // Plus the last_message_at stamps of direct posts (docs/upstream.md).
+        let want = if snap { n / 10 } else { n };
+        assert!((want..=want + want / 100 + 1).contains(&folded), "{r}");
     }
     assert!(doc["machine"]["cores"].as_u64().unwrap() >= 1);
     let text = env
@@ -171,8 +176,12 @@ fn bench_compact_drops_the_retired_agents() {
     assert!(after < before / 10.0, "{doc}");
     // 4000 workload events + 36 exits; the 4 live agents keep their
     // registration and first and last heartbeats.
-    assert_eq!(doc["events_before"], 4036);
-    assert_eq!(doc["events_after"], 12);
+    // Plus the last_message_at stamps of direct posts (docs/upstream.md).
+    let before_events = doc["events_before"].as_u64().unwrap();
+    assert!((4036..=4076).contains(&before_events), "{doc}");
+    // Each live agent also keeps its latest last_message_at stamp.
+    let after_events = doc["events_after"].as_u64().unwrap();
+    assert!((12..=24).contains(&after_events), "{doc}");
     consistent(pos(&doc, "mb_per_s"), before / 1e6, pos(&doc, "seconds"));
     let text = env
         .run_bare(&["bench", "compact", "--events", "500", "--agents", "10"])

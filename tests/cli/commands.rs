@@ -361,7 +361,10 @@ fn import_refuses_bad_files_and_changes_nothing() {
         .unwrap();
     }
     let cases = [
-        ("v17-incompatible.json", "schema_version 17 is newer than 16"),
+        (
+            "v17-incompatible.json",
+            "schema_version 17 is newer than 16",
+        ),
         ("malformed.json", "malformed JSON"),
         ("bad-provider.json", "row 0"),
         ("not-object.json", "not an object"),

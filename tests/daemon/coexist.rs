@@ -23,7 +23,12 @@ fn writer(store: &Store, mode: &str, prefix: &str, count: usize, secs: u64) -> s
     Command::new("python3")
         .arg(script)
         .args(["--mode", mode, "--prefix", prefix])
-        .args(["--count", &count.to_string(), "--seconds", &secs.to_string()])
+        .args([
+            "--count",
+            &count.to_string(),
+            "--seconds",
+            &secs.to_string(),
+        ])
         .arg("--registry")
         .arg(store.dir.join("registry.json"))
         .arg("--serialize")
@@ -66,7 +71,11 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
             while !stop.load(Ordering::Relaxed) {
                 let bytes = std::fs::read(&registry).unwrap();
                 let problems = agentlog::check::check_bytes(&bytes, None);
-                assert!(problems.is_empty(), "{problems:?}\n{}", String::from_utf8_lossy(&bytes));
+                assert!(
+                    problems.is_empty(),
+                    "{problems:?}\n{}",
+                    String::from_utf8_lossy(&bytes)
+                );
                 agentlog::import::parse_registry(&bytes, &registry).unwrap();
                 let doc: Value = serde_json::from_slice(&bytes).unwrap();
                 seen[usize::from(doc["schema_version"] == 16)] += 1;
@@ -82,17 +91,26 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
     for w in [py, rs] {
         let out = w.wait_with_output().unwrap();
         assert!(out.status.success(), "{out:?}");
-        written.extend(String::from_utf8(out.stdout).unwrap().lines().map(String::from));
+        written.extend(
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .lines()
+                .map(String::from),
+        );
     }
     assert_eq!(written.len(), 2 * per_writer);
 
     // Within a few publish periods every foreign row is in the fold.
-    eventually_within("the foreign rows in the log", Duration::from_secs(20), || {
-        let out = store.run(&["list", "--json"]);
-        let doc: Value = serde_json::from_slice(&out.stdout).ok()?;
-        let listed = names(&doc);
-        written.is_subset(&listed).then_some(())
-    });
+    eventually_within(
+        "the foreign rows in the log",
+        Duration::from_secs(20),
+        || {
+            let out = store.run(&["list", "--json"]);
+            let doc: Value = serde_json::from_slice(&out.stdout).ok()?;
+            let listed = names(&doc);
+            written.is_subset(&listed).then_some(())
+        },
+    );
     let (status, stderr) = d.stop();
     stop.store(true, Ordering::Relaxed);
     let seen = reader.join().unwrap();
@@ -103,7 +121,11 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
     let published: Value = serde_json::from_slice(&std::fs::read(&registry).unwrap()).unwrap();
     assert_eq!(published["schema_version"], 4);
     let rows = names(&published);
-    assert!(written.is_subset(&rows), "missing: {:?}", written.difference(&rows));
+    assert!(
+        written.is_subset(&rows),
+        "missing: {:?}",
+        written.difference(&rows)
+    );
     assert!(rows.contains("own-1"));
 
     // Each row came in as an external writer's registration; the status
@@ -129,8 +151,8 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
     }
     assert_eq!(registered, written, "one registration per foreign row");
     assert!(statuses > 0, "the writers' status marks are events");
-    let busy = serde_json::from_slice::<Value>(&store.run(&["show", "py-3", "--json"]).stdout)
-        .unwrap();
+    let busy =
+        serde_json::from_slice::<Value>(&store.run(&["show", "py-3", "--json"]).stdout).unwrap();
     assert_eq!(busy["status"], "busy", "{busy}");
     let audit = store.ok(&["audit", "py-3"]);
     assert!(audit.contains("external writer (registry.json)"), "{audit}");
@@ -177,12 +199,23 @@ fn a_registry_lock_held_past_the_wait_at_shutdown_is_a_warning_and_exit_0() {
     assert_eq!(line.trim(), "held");
     store.ok(&["register", "b", "--provider", "claude", "--cwd", "/w"]);
     let (status, stderr) = d.stop();
-    assert!(status.success(), "exit 0 with a durable log: {status}\n{stderr}");
+    assert!(
+        status.success(),
+        "exit 0 with a durable log: {status}\n{stderr}"
+    );
     assert!(stderr.contains("not republished"), "{stderr}");
-    assert!(stderr.contains("_registry.lock"), "the warning names the lock: {stderr}");
+    assert!(
+        stderr.contains("_registry.lock"),
+        "the warning names the lock: {stderr}"
+    );
     drop(holder);
     // The log is durable: `b` is there for the next start to publish.
-    let list = bin().arg("--dir").arg(&store.dir).args(["list", "--json"]).output().unwrap();
+    let list = bin()
+        .arg("--dir")
+        .arg(&store.dir)
+        .args(["list", "--json"])
+        .output()
+        .unwrap();
     let doc: Value = serde_json::from_slice(&list.stdout).unwrap();
     assert!(names(&doc).contains("b"));
 }

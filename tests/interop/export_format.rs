@@ -127,7 +127,14 @@ fn bytes_equal_the_serde_json_reference_writer() {
         vec![bare("a")],
         vec![full("host-a"), bare("b"), full("ü")],
     ] {
-        let (bytes, report) = render_v4(&fleet, &ExportOptions { strict: true, ..Default::default() }).unwrap();
+        let (bytes, report) = render_v4(
+            &fleet,
+            &ExportOptions {
+                strict: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(report.rows, fleet.len());
         assert_eq!(
             String::from_utf8(bytes.clone()).unwrap(),
@@ -246,7 +253,14 @@ fn unrepresentable_agents_are_left_out_and_counted() {
 fn strict_mode_refuses_naming_the_agent() {
     for (agent, why) in unrepresentable() {
         let fleet = [bare("a"), agent.clone()];
-        let err = render_v4(&fleet, &ExportOptions { strict: true, ..Default::default() }).unwrap_err();
+        let err = render_v4(
+            &fleet,
+            &ExportOptions {
+                strict: true,
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
         assert!(matches!(err, ExportError::Unrepresentable { .. }));
         let msg = err.to_string();
         assert!(msg.contains(&format!("`{}`", agent.name)), "{msg}");
@@ -256,7 +270,14 @@ fn strict_mode_refuses_naming_the_agent() {
     // good input.
     let good = [full("x"), bare("y")];
     assert_eq!(
-        render_v4(&good, &ExportOptions { strict: true, ..Default::default() }).unwrap(),
+        render_v4(
+            &good,
+            &ExportOptions {
+                strict: true,
+                ..Default::default()
+            }
+        )
+        .unwrap(),
         render_v4(&good, &ExportOptions::default()).unwrap()
     );
 }

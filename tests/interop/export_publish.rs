@@ -33,9 +33,15 @@ fn render(n: usize, tag: &str) -> Vec<u8> {
             a
         })
         .collect();
-    render_v4(&fleet, &ExportOptions { strict: true, ..Default::default() })
-        .unwrap()
-        .0
+    render_v4(
+        &fleet,
+        &ExportOptions {
+            strict: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .0
 }
 
 #[test]

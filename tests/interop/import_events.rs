@@ -44,7 +44,10 @@ fn fixtures_fold_into_the_same_agents_and_export() {
             same.last_event_lsn = want.last_event_lsn;
             assert_eq!(&same, want, "{name}: every field kept");
         }
-        let opts = ExportOptions { strict: true, ..Default::default() };
+        let opts = ExportOptions {
+            strict: true,
+            ..Default::default()
+        };
         assert_eq!(
             render_v4(&folded, &opts).unwrap(),
             render_v4(&rows, &opts).unwrap(),

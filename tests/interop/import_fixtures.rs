@@ -252,7 +252,14 @@ fn import_export_round_trips_keep_every_field() {
     let dir = tempfile::tempdir().unwrap();
     for (name, _) in ACCEPTED {
         let first = load(name).unwrap();
-        let (bytes, report) = render_v4(&agents(&first), &ExportOptions { strict: true, ..Default::default() }).unwrap();
+        let (bytes, report) = render_v4(
+            &agents(&first),
+            &ExportOptions {
+                strict: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(report.rows, first.rows.len(), "{name}");
         let out = dir.path().join(name);
         std::fs::write(&out, &bytes).unwrap();
@@ -281,7 +288,14 @@ fn import_export_round_trips_keep_every_field() {
         }
 
         // export → import → export is byte-identical.
-        let (again, _) = render_v4(&agents(&second), &ExportOptions { strict: true, ..Default::default() }).unwrap();
+        let (again, _) = render_v4(
+            &agents(&second),
+            &ExportOptions {
+                strict: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(again, bytes, "{name}");
     }
 }

@@ -105,7 +105,10 @@ fn every_upstream_fixture_round_trips_to_16_and_to_4_without_losing_a_key() {
                 None => {
                     // Left out of schema 4 only for a harness 4 cannot name.
                     let h = harness.as_ref().and_then(Value::as_str).unwrap();
-                    assert!(!["claude", "codex", "gemini"].contains(&h), "{name} `{row}`");
+                    assert!(
+                        !["claude", "codex", "gemini"].contains(&h),
+                        "{name} `{row}`"
+                    );
                     assert!(rep4.skipped.iter().any(|s| s.name == row), "{name} `{row}`");
                 }
             }
@@ -137,7 +140,10 @@ fn every_upstream_fixture_round_trips_to_16_and_to_4_without_losing_a_key() {
         let again = parse_registry(&bytes, Path::new("out16.json")).unwrap();
         let again: Vec<Agent> = again.rows.into_iter().map(|r| r.agent).collect();
         let (out16_again, _) = export(&again, Schema::V16);
-        assert_eq!(out16_again, out16, "{name}: a second round trip changes nothing");
+        assert_eq!(
+            out16_again, out16,
+            "{name}: a second round trip changes nothing"
+        );
     }
 }
 

@@ -172,7 +172,10 @@ fn accepted_fixtures_round_trip_through_the_store() {
         assert_eq!(report.rows, parsed.rows.len(), "{name}");
         let (expect, _) = agentlog::export::render_v4(
             parsed.rows.iter().map(|r| &r.agent),
-            &agentlog::export::ExportOptions { strict: true, ..Default::default() },
+            &agentlog::export::ExportOptions {
+                strict: true,
+                ..Default::default()
+            },
         )
         .unwrap();
         assert_eq!(

@@ -25,7 +25,9 @@ pub struct CheckFile {
 
 /// `4` or `16`, the schemas agentlog writes and judges.
 pub fn parse_schema(s: &str) -> Result<agentlog::schemas::Schema, String> {
-    let n: u64 = s.parse().map_err(|_| format!("`{s}` is not a schema number"))?;
+    let n: u64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a schema number"))?;
     agentlog::schemas::Schema::from_version(n)
 }
 

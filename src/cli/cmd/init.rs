@@ -32,12 +32,7 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Init) -> Result<ExitCode> {
         Sharing::Private
     };
     sharing.restrict_process_umask();
-    let rep = crate::ops::init(
-        &dir,
-        a.max_messages.map(|n| n as usize),
-        a.schema,
-        sharing,
-    )?;
+    let rep = crate::ops::init(&dir, a.max_messages.map(|n| n as usize), a.schema, sharing)?;
     if ui.json {
         output::json(
             w,
