@@ -5,6 +5,9 @@
 
 use agentlog::model::fields::{FieldRef, AGENT_FIELDS};
 use agentlog::model::Agent;
+use agentlog::registry::runtime::json::{merge_into, Actions};
+use agentlog::registry::runtime::AgentRuntime;
+use agentlog::store::{current_access, current_origin};
 use agentlog::time::Timestamp;
 use serde_json::{json, Value};
 
@@ -42,6 +45,30 @@ pub fn agent(a: &Agent) -> Value {
         }
     }
     row
+}
+
+/// [`agent`] plus its runtime facts (endpoint fields, owner, observers,
+/// outage) and, for a read through the daemon, the `actions` its caller may
+/// take at `now` (from the peer's credentials and the entry's leases).
+pub fn agent_with_runtime(a: &Agent, rt: Option<&AgentRuntime>, now: Timestamp) -> Value {
+    let mut row = agent(a);
+    merge_into(&mut row, rt, a.pid);
+    if let (Some(o), Some(access)) = (current_origin(), current_access()) {
+        row["actions"] = Actions::of(rt, o.uid, access.may_write, access.admin, now).to_json();
+    }
+    row
+}
+
+/// Inside the daemon: an open outage's running tally (last failure, failed
+/// probes so far), which its prober keeps in memory until the outage ends.
+pub fn overlay_live_outage(row: &mut Value, dir: &std::path::Path, name: &str) {
+    if row["outage"]["open"] != Value::Bool(true) {
+        return;
+    }
+    if let Some(t) = agentlog::daemon::reach::live_tally(dir, name) {
+        row["outage"]["last_failure"] = time(t.last_failure);
+        row["outage"]["failures"] = Value::from(t.failures);
+    }
 }
 
 /// The registry table's columns.

@@ -58,6 +58,37 @@ pub enum RegistryError {
     NotPositive { field: &'static str, value: i64 },
     #[error("request id `{request_id}` of agent `{agent}` reused with different content")]
     RequestIdConflict { agent: String, request_id: String },
+    #[error("agent `{agent}` is controlled by client `{holder}`{} until {expires_at}{}",
+        uid_text(*.uid), if *.take_over { "; --take-over works only after that" } else { "" })]
+    ControllerHeld {
+        agent: String,
+        holder: String,
+        uid: Option<u32>,
+        expires_at: String,
+        take_over: bool,
+    },
+    #[error("the controller lease of client `{holder}` on agent `{agent}` expired at {expired_at}; attach with --take-over to replace it")]
+    ControllerExpired {
+        agent: String,
+        holder: String,
+        expired_at: String,
+    },
+    #[error("client `{client}` holds no lease on agent `{agent}`")]
+    NoLease { agent: String, client: String },
+    #[error("the {role} lease of client `{client}` on agent `{agent}` is bound to {}; {} may not renew or release it (only that uid, the daemon's owner or root)",
+        bound.map_or("no uid".to_string(), |u| format!("uid {u}")),
+        uid.map_or("this caller".to_string(), |u| format!("uid {u}")))]
+    LeaseNotYours {
+        agent: String,
+        client: String,
+        role: &'static str,
+        bound: Option<u32>,
+        uid: Option<u32>,
+    },
+}
+
+fn uid_text(uid: Option<u32>) -> String {
+    uid.map(|u| format!(" (uid {u})")).unwrap_or_default()
 }
 
 /// Checks a text field: non-empty, at most `max` bytes, no control

@@ -9,6 +9,7 @@
 //! bytes before decoding (see `codec.rs`).
 
 use crate::model::{Agent, Priority, Privacy, Status, StatusCause, TransportClient};
+pub use crate::registry::runtime::RuntimeEvent;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -40,13 +41,27 @@ pub mod tag {
     /// docs/scaling.md §7): tag 1's body, then the host id. Tag 1 stays
     /// the encoding of a registration without a host.
     pub const AGENT_REGISTERED_ON_HOST: u8 = 18;
+    /// Runtime facts (`registry::runtime`, issue 29): endpoint fields,
+    /// leases, outages. Tags 19–28 are this family's.
+    pub const ENDPOINT_SET: u8 = 19;
+    pub const LEASE_ACQUIRED: u8 = 20;
+    pub const LEASE_RENEWED: u8 = 21;
+    pub const LEASE_RELEASED: u8 = 22;
+    pub const OUTAGE_STARTED: u8 = 23;
+    pub const OUTAGE_ENDED: u8 = 24;
     /// The highest tag this build knows.
-    pub const MAX_KNOWN: u8 = 18;
+    pub const MAX_KNOWN: u8 = 24;
 
     /// Whether this build can decode `tag` (tags 1..=MAX_KNOWN today; a
     /// reserved, never-written tag would make a gap).
     pub const fn is_known(tag: u8) -> bool {
         matches!(tag, AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST)
+            || is_runtime(tag)
+    }
+
+    /// Tags of [`crate::registry::runtime::RuntimeEvent`].
+    pub const fn is_runtime(tag: u8) -> bool {
+        matches!(tag, ENDPOINT_SET..=OUTAGE_ENDED)
     }
 
     /// The kind's name for a tag, for error messages.
@@ -70,6 +85,12 @@ pub mod tag {
             STREAM_COMPACTED => "StreamCompacted",
             PURGED => "Purged",
             AGENT_REGISTERED_ON_HOST => "AgentRegistered",
+            ENDPOINT_SET => "EndpointSet",
+            LEASE_ACQUIRED => "LeaseAcquired",
+            LEASE_RENEWED => "LeaseRenewed",
+            LEASE_RELEASED => "LeaseReleased",
+            OUTAGE_STARTED => "OutageStarted",
+            OUTAGE_ENDED => "OutageEnded",
             _ => "unknown",
         }
     }
@@ -89,7 +110,7 @@ pub mod tag {
                 | DISPLAY_NAME_SET
                 | TRANSPORT_CLIENT_SET
                 | AGENT_REGISTERED_ON_HOST
-        )
+        ) || is_runtime(tag)
     }
 }
 
@@ -241,6 +262,9 @@ pub enum EventKind {
     HeartbeatBatch {
         beats: Vec<BatchedHeartbeat>,
     },
+    /// An agent's runtime facts: endpoint fields, leases, outages (tags
+    /// 19–24, `registry::runtime`). Never exported.
+    Runtime(RuntimeEvent),
 }
 
 /// One heartbeat of a [`EventKind::HeartbeatBatch`]: what a
@@ -323,6 +347,7 @@ impl EventKind {
             EventKind::HeartbeatBatch { .. } => tag::HEARTBEAT_BATCH,
             EventKind::StreamCompacted { .. } => tag::STREAM_COMPACTED,
             EventKind::Purged => tag::PURGED,
+            EventKind::Runtime(r) => r.tag(),
         }
     }
 
@@ -340,6 +365,7 @@ impl EventKind {
             EventKind::MessagePosted(m) => Some(&m.from),
             EventKind::MessagesRead { reader, .. } => Some(reader),
             EventKind::AgentImported(a) => Some(&a.name),
+            EventKind::Runtime(r) => Some(r.agent()),
             EventKind::SessionOpened { .. }
             | EventKind::SessionHeartbeat { .. }
             | EventKind::SessionClosed { .. }
