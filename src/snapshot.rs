@@ -297,3 +297,49 @@ pub(crate) fn decode_file<T: DeserializeOwned>(
     }
     Ok(state)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Registration, State};
+    use crate::store::SnapshotPayload;
+    use crate::time::Timestamp;
+
+    /// A file around `payload` with header version `version`.
+    fn file(payload: &[u8], version: u32, lsn: u64) -> Vec<u8> {
+        let mut f = vec![0u8; HEADER_LEN];
+        f.extend_from_slice(payload);
+        fill_header(&mut f, lsn);
+        f[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = checksum(&f[..CRC_AT], &f[HEADER_LEN..]);
+        f[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn a_version_3_file_reads_as_version_4_with_no_runtime_facts() {
+        let mut state = State::default();
+        let e = state
+            .check_register(Registration::new("a", "claude", "/w"), Timestamp(1))
+            .unwrap();
+        state.apply(1, &e);
+        // `SnapshotPayload`'s layout: the generation, then the state.
+        let v4 = bincode::serde::encode_to_vec((2u64, &state), bincode::config::standard()).unwrap();
+        // Format 4 appended the runtime map: empty, one zero byte.
+        assert_eq!(v4.last(), Some(&V3_UPGRADE[0]));
+        let v3 = &v4[..v4.len() - 1];
+        for (bytes, version) in [(v3, PREVIOUS_VERSION), (&v4[..], FORMAT_VERSION)] {
+            let back: SnapshotPayload = decode_file(&file(bytes, version, 1), 1).unwrap();
+            assert_eq!((back.generation, &back.state), (2, &state), "version {version}");
+        }
+        // A version-4 payload under a version-3 header is refused, not misread.
+        assert!(matches!(
+            decode_file::<SnapshotPayload>(&file(&v4, PREVIOUS_VERSION, 1), 1),
+            Err(SkipReason::Decode(_))
+        ));
+        assert_eq!(
+            decode_file::<SnapshotPayload>(&file(v3, 2, 1), 1).err(),
+            Some(SkipReason::UnknownVersion { found: 2 })
+        );
+    }
+}

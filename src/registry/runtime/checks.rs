@@ -452,6 +452,49 @@ mod tests {
     }
 
     #[test]
+    fn outages_open_once_and_an_attach_ends_one_with_the_running_tally() {
+        let mut s = state();
+        let mut lsn = 1;
+        let e = s
+            .check_endpoint(
+                "a",
+                EndpointUpdates {
+                    endpoint: Some(Some("unix:/s".into())),
+                    ..Default::default()
+                },
+                Timestamp(10),
+            )
+            .unwrap()
+            .unwrap();
+        apply_all(&mut s, &mut lsn, &[e]);
+        assert!(s.check_outage_start("a", "unix:/other", "x", Timestamp(20)).is_none());
+        let e = s
+            .check_outage_start("a", "unix:/s", "refused\nagain", Timestamp(20))
+            .unwrap();
+        apply_all(&mut s, &mut lsn, &[e]);
+        assert!(s.check_outage_start("a", "unix:/s", "x", Timestamp(30)).is_none());
+        let mut req = attach("ui", LeaseRole::Observer, None);
+        req.outage_tally = Some((Timestamp(40), 5));
+        let e = s.check_attach(&req, Timestamp(50)).unwrap();
+        assert_eq!(e.len(), 2);
+        apply_all(&mut s, &mut lsn, &e);
+        let o = s.runtime("a").unwrap().outage.clone().unwrap();
+        assert_eq!(
+            (o.first_failure, o.last_failure, o.failures, o.ended_at, o.ended_by),
+            (
+                Timestamp(20),
+                Timestamp(40),
+                5,
+                Some(Timestamp(50)),
+                Some(OutageEnd::Attach)
+            )
+        );
+        assert!(!o.error.contains('\n'));
+        assert!(s.check_outage_end("a", Timestamp(60), 1, Timestamp(60)).is_none());
+        assert_eq!(s.anomalies(), 0);
+    }
+
+    #[test]
     fn detach_is_bound_to_the_lease_uid_or_an_admin() {
         let mut s = state();
         let mut lsn = 1;

@@ -514,3 +514,130 @@ fn fold_into(rt: &mut AgentRuntime, at: Timestamp, event: &RuntimeEvent) -> bool
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::codec::{decode, encode};
+    use crate::registry::events::{Event, EventKind};
+
+    fn ev(at: i64, r: RuntimeEvent) -> Event {
+        Event {
+            at: Timestamp(at),
+            kind: EventKind::Runtime(r),
+        }
+    }
+
+    #[test]
+    fn lease_acquired_bytes_match_the_format_document() {
+        let e = ev(
+            5,
+            RuntimeEvent::LeaseAcquired {
+                agent: "a1".into(),
+                client: "c".into(),
+                role: LeaseRole::Controller,
+                uid: Some(0),
+                pid: None,
+                expires_at: Timestamp(1000),
+            },
+        );
+        let bytes = encode(&e);
+        let want = [
+            0x14, 5, 0, 0, 0, 0, 0, 0, 0, 2, b'a', b'1', 1, b'c', 0, 1, 0, 0, 0xfb, 0xd0, 0x07,
+        ];
+        assert_eq!(bytes, want);
+        assert_eq!(decode(&bytes).unwrap(), e);
+    }
+
+    #[test]
+    fn every_runtime_event_round_trips_and_names_its_agent_first() {
+        let agent = || "agent-x".to_string();
+        let all = [
+            RuntimeEvent::EndpointSet {
+                agent: agent(),
+                fields: EndpointUpdates {
+                    endpoint: Some(Some("unix:/s".into())),
+                    capabilities: Some(vec!["http".into()]),
+                    model: Some(None),
+                    title: None,
+                    persistence_location: Some(Some("/p".into())),
+                    supervisor: Some(Some(7)),
+                },
+            },
+            RuntimeEvent::LeaseRenewed {
+                agent: agent(),
+                client: "c".into(),
+                role: LeaseRole::Observer,
+                expires_at: Timestamp(-3),
+                by: Actor::Peer { uid: Some(1000) },
+            },
+            RuntimeEvent::LeaseReleased {
+                agent: agent(),
+                client: "c".into(),
+                role: LeaseRole::Observer,
+                reason: ReleaseReason::Expired,
+                by: Actor::Sweep,
+            },
+            RuntimeEvent::OutageStarted {
+                agent: agent(),
+                endpoint: "http://h/".into(),
+                error: "refused".into(),
+            },
+            RuntimeEvent::OutageEnded {
+                agent: agent(),
+                last_failure: Timestamp(9),
+                failures: 300,
+                ended_by: OutageEnd::Attach,
+            },
+        ];
+        for r in all {
+            let t = r.tag();
+            let e = ev(1, r);
+            let bytes = encode(&e);
+            assert_eq!(bytes[0], t);
+            assert_eq!(&bytes[9..17], b"\x07agent-x", "subject prefix of tag {t}");
+            assert_eq!(decode(&bytes).unwrap(), e);
+            // A trailing byte is refused, naming the kind.
+            let mut longer = bytes.clone();
+            longer.push(0);
+            let err = decode(&longer).unwrap_err().to_string();
+            assert!(err.contains(tag::name(t)), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_fold_keeps_one_controller_and_counts_what_cannot_apply() {
+        let mut m = RuntimeMap::default();
+        let acquire = |client: &str, role| RuntimeEvent::LeaseAcquired {
+            agent: "a".into(),
+            client: client.into(),
+            role,
+            uid: None,
+            pid: None,
+            expires_at: Timestamp(100),
+        };
+        assert!(m.apply(Timestamp(1), &acquire("c1", LeaseRole::Controller)));
+        assert!(m.apply(Timestamp(2), &acquire("c2", LeaseRole::Controller)));
+        assert!(m.apply(Timestamp(2), &acquire("o1", LeaseRole::Observer)));
+        let rt = m.get("a").unwrap();
+        assert_eq!(rt.controller.as_ref().unwrap().client, "c2");
+        assert_eq!(rt.controller.as_ref().unwrap().acquired_at, Timestamp(2));
+        let release = |client: &str| RuntimeEvent::LeaseReleased {
+            agent: "a".into(),
+            client: client.into(),
+            role: LeaseRole::Controller,
+            reason: ReleaseReason::Detached,
+            by: Actor::Sweep,
+        };
+        assert!(!m.apply(Timestamp(3), &release("c1")), "not the holder");
+        assert!(m.apply(Timestamp(3), &release("c2")));
+        let end = RuntimeEvent::OutageEnded {
+            agent: "a".into(),
+            last_failure: Timestamp(3),
+            failures: 2,
+            ended_by: OutageEnd::Probe,
+        };
+        assert!(!m.apply(Timestamp(4), &end), "no open outage");
+        assert_eq!(m.get("a").unwrap().observers.len(), 1);
+    }
+}
