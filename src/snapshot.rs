@@ -324,13 +324,18 @@ mod tests {
             .unwrap();
         state.apply(1, &e);
         // `SnapshotPayload`'s layout: the generation, then the state.
-        let v4 = bincode::serde::encode_to_vec((2u64, &state), bincode::config::standard()).unwrap();
+        let v4 =
+            bincode::serde::encode_to_vec((2u64, &state), bincode::config::standard()).unwrap();
         // Format 4 appended the runtime map: empty, one zero byte.
         assert_eq!(v4.last(), Some(&V3_UPGRADE[0]));
         let v3 = &v4[..v4.len() - 1];
         for (bytes, version) in [(v3, PREVIOUS_VERSION), (&v4[..], FORMAT_VERSION)] {
             let back: SnapshotPayload = decode_file(&file(bytes, version, 1), 1).unwrap();
-            assert_eq!((back.generation, &back.state), (2, &state), "version {version}");
+            assert_eq!(
+                (back.generation, &back.state),
+                (2, &state),
+                "version {version}"
+            );
         }
         // A version-4 payload under a version-3 header is refused, not misread.
         assert!(matches!(

@@ -50,9 +50,9 @@ pub use checkpoint::{
 };
 pub use interop::ImportReport;
 pub use origin::{current_access, current_origin, with_access, with_origin, PeerAccess};
-pub use runtime::caller_here;
 pub use read_only::{ReadOnlyStore, ReadState};
 pub use replica::{replica_of, Check, CommandSink, REPLICA_FILE};
+pub use runtime::caller_here;
 pub use wait::Waited;
 
 /// Why a store operation failed.

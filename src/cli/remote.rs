@@ -370,8 +370,10 @@ fn get(store: &Store, params: &Map<String, Value>) -> Outcome {
     };
     store
         .with_state(|s, _| {
-            s.agent(name)
-                .map(|a| render::agent_with_runtime(a, s.runtime(name), args::clock()))
+            s.agent(name).map(|a| {
+                let viewer = render::viewer(store.dir());
+                render::agent_with_runtime(a, s.runtime(name), args::clock(), &viewer)
+            })
         })
         .map(|row| (row, 0))
         .ok_or_else(|| {

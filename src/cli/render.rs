@@ -47,15 +47,51 @@ pub fn agent(a: &Agent) -> Value {
     row
 }
 
+/// Who reads: what an entry's `actions` are judged for.
+#[derive(Debug, Clone, Copy)]
+pub struct Viewer {
+    uid: u32,
+    may_write: bool,
+    admin: bool,
+}
+
+/// The reader of the store in `dir`: through the daemon, the peer (its uid
+/// and what the daemon's policy grants it); directly, this process — it
+/// may write when it may write the store's log folder, and administers the
+/// store when it is root or owns the folder (as a daemon's owner uid does).
+/// So the store's owner reads the same `actions` either way.
+pub fn viewer(dir: &std::path::Path) -> Viewer {
+    if let (Some(o), Some(access)) = (current_origin(), current_access()) {
+        return Viewer {
+            uid: o.uid,
+            may_write: access.may_write,
+            admin: access.admin,
+        };
+    }
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::geteuid().as_raw();
+    let layout = agentlog::StoreLayout::new(dir);
+    let may_write = rustix::fs::access(layout.log(), rustix::fs::Access::WRITE_OK).is_ok();
+    let owner = std::fs::metadata(dir).map(|m| m.uid()).ok();
+    Viewer {
+        uid,
+        may_write,
+        admin: uid == 0 || owner == Some(uid),
+    }
+}
+
 /// [`agent`] plus its runtime facts (endpoint fields, owner, observers,
-/// outage) and, for a read through the daemon, the `actions` its caller may
-/// take at `now` (from the peer's credentials and the entry's leases).
-pub fn agent_with_runtime(a: &Agent, rt: Option<&AgentRuntime>, now: Timestamp) -> Value {
+/// outage) and the `actions` `viewer` may take at `now` (from its
+/// credentials and the entry's leases).
+pub fn agent_with_runtime(
+    a: &Agent,
+    rt: Option<&AgentRuntime>,
+    now: Timestamp,
+    viewer: &Viewer,
+) -> Value {
     let mut row = agent(a);
     merge_into(&mut row, rt, a.pid);
-    if let (Some(o), Some(access)) = (current_origin(), current_access()) {
-        row["actions"] = Actions::of(rt, o.uid, access.may_write, access.admin, now).to_json();
-    }
+    row["actions"] = Actions::of(rt, viewer.uid, viewer.may_write, viewer.admin, now).to_json();
     row
 }
 

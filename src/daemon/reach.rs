@@ -193,16 +193,13 @@ async fn round(shared: &Arc<Shared>) {
                     .await;
                     match started {
                         Ok(Ok(Some(_))) => {
-                            tallies()
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .insert(
-                                    key,
-                                    Tally {
-                                        last_failure: now,
-                                        failures: 1,
-                                    },
-                                );
+                            tallies().lock().unwrap_or_else(|e| e.into_inner()).insert(
+                                key,
+                                Tally {
+                                    last_failure: now,
+                                    failures: 1,
+                                },
+                            );
                             shared.committed.notify_waiters();
                         }
                         Ok(Ok(None)) => {}
@@ -250,10 +247,15 @@ mod tests {
             let (mut s, _) = listener.accept().await.unwrap();
             let mut buf = [0u8; 512];
             let _ = s.read(&mut buf).await;
-            s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").await.unwrap();
+            s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+                .await
+                .unwrap();
         });
         let t = Duration::from_secs(2);
-        assert_eq!(probe(&format!("http://{addr}/health"), t).await, Probe::Reachable);
+        assert_eq!(
+            probe(&format!("http://{addr}/health"), t).await,
+            Probe::Reachable
+        );
         server.await.unwrap();
         // Nothing listens there any more.
         assert!(matches!(

@@ -55,8 +55,7 @@ pub mod tag {
     /// Whether this build can decode `tag` (tags 1..=MAX_KNOWN today; a
     /// reserved, never-written tag would make a gap).
     pub const fn is_known(tag: u8) -> bool {
-        matches!(tag, AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST)
-            || is_runtime(tag)
+        matches!(tag, AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST) || is_runtime(tag)
     }
 
     /// Tags of [`crate::registry::runtime::RuntimeEvent`].

@@ -17,11 +17,11 @@
 
 use super::agents::AgentMap;
 use super::codec::{self, DecodeError};
-use super::runtime::{AgentRuntime, RuntimeMap};
 use super::events::{
     DropReason, DroppedMessage, Event, EventKind, Lsn, PostedMessage, Registration,
     RegistrationKind, SessionKey,
 };
+use super::runtime::{AgentRuntime, RuntimeMap};
 use crate::model::{Agent, Status, StatusCause};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};

@@ -103,7 +103,10 @@ impl Store {
 
 /// The caller of a command run on this thread: the daemon peer recorded by
 /// `with_origin` (its uid and pid) and `with_access` (whether it
-/// administers the daemon), or no uid without a daemon.
+/// administers the daemon); without a daemon, this process (its effective
+/// uid and pid), which holds the store's writer lock and so administers it.
+/// Either way a lease is bound to the uid that took it, and a command reads
+/// the same whether or not a daemon ran it for its owner.
 pub fn caller_here() -> Caller {
     match super::current_origin() {
         Some(o) => Caller {
@@ -111,6 +114,10 @@ pub fn caller_here() -> Caller {
             pid: Some(o.pid).filter(|&p| p != 0),
             admin: super::current_access().is_some_and(|a| a.admin),
         },
-        None => Caller::default(),
+        None => Caller {
+            uid: Some(rustix::process::geteuid().as_raw()),
+            pid: Some(std::process::id()),
+            admin: true,
+        },
     }
 }

@@ -94,7 +94,13 @@ fn endpoint_fields_are_events_shown_by_show_list_and_audit_and_never_exported() 
     let out = env.path("registry.json");
     env.ok(&["export", "--out", out.to_str().unwrap()]);
     let text = std::fs::read_to_string(&out).unwrap();
-    for key in ["endpoint", "capabilities", "opus", "Fix the build", "supervisor"] {
+    for key in [
+        "endpoint",
+        "capabilities",
+        "opus",
+        "Fix the build",
+        "supervisor",
+    ] {
         assert!(!text.contains(key), "`{key}` exported: {text}");
     }
 
@@ -115,21 +121,33 @@ fn one_controller_many_observers_renewal_take_over_and_the_sweep() {
         a.extend_from_slice(&["--at", &t]);
         env.run(&a)
     };
-    attach(&["--controller", "--client", "c1", "--ttl", "60"], "12:00:10").ok();
+    attach(
+        &["--controller", "--client", "c1", "--ttl", "60"],
+        "12:00:10",
+    )
+    .ok();
     // A second controller is refused, naming the holder and its expiry.
     attach(&["--controller", "--client", "c2"], "12:00:20").fails(
         1,
         "agent `a` is controlled by client `c1` until 2026-11-30T12:01:10.000Z",
     );
     // --take-over before expiry is refused too.
-    attach(&["--controller", "--client", "c2", "--take-over"], "12:00:20")
-        .fails(1, "--take-over works only after that");
+    attach(
+        &["--controller", "--client", "c2", "--take-over"],
+        "12:00:20",
+    )
+    .fails(1, "--take-over works only after that");
     // Any number of observers.
     for c in ["o1", "o2", "o3"] {
         attach(&["--observer", "--client", c, "--ttl", "30"], "12:00:30").ok();
     }
     let show = env.json(&["show", "a"]);
     assert_eq!(show["owner"]["controller"]["client"], "c1");
+    // This process owns the store and holds the controller lease.
+    assert_eq!(
+        show["actions"],
+        serde_json::json!(["observe", "control", "write", "administer"])
+    );
     let observers: Vec<&str> = show["observers"]
         .as_array()
         .unwrap()
@@ -138,7 +156,11 @@ fn one_controller_many_observers_renewal_take_over_and_the_sweep() {
         .collect();
     assert_eq!(observers, ["o1", "o2", "o3"]);
     // Renewal: the same client again moves its expiry.
-    attach(&["--controller", "--client", "c1", "--ttl", "60"], "12:00:40").ok();
+    attach(
+        &["--controller", "--client", "c1", "--ttl", "60"],
+        "12:00:40",
+    )
+    .ok();
     let show = env.json(&["show", "a"]);
     assert_eq!(
         show["owner"]["controller"]["expires_at"],
@@ -152,7 +174,11 @@ fn one_controller_many_observers_renewal_take_over_and_the_sweep() {
     // After expiry: a plain attach is told to take over; --take-over works.
     attach(&["--controller", "--client", "c2"], "12:02:00")
         .fails(1, "expired at 2026-11-30T12:01:40.000Z");
-    attach(&["--controller", "--client", "c2", "--take-over"], "12:02:00").ok();
+    attach(
+        &["--controller", "--client", "c2", "--take-over"],
+        "12:02:00",
+    )
+    .ok();
     let show = env.json(&["show", "a"]);
     assert_eq!(show["owner"]["controller"]["client"], "c2");
 
@@ -168,24 +194,36 @@ fn one_controller_many_observers_renewal_take_over_and_the_sweep() {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|v| v["kind"] == "LeaseReleased")
         .collect();
+    let me = format!(
+        "{{\"peer\":{{\"uid\":{}}}}}",
+        rustix::process::geteuid().as_raw()
+    );
     let reasons: Vec<String> = released
         .iter()
         .map(|v| {
             let r = &v["event"]["Runtime"]["LeaseReleased"];
-            format!("{}:{}:{}", r["client"].as_str().unwrap(), r["reason"], r["by"])
+            format!(
+                "{}:{}:{}",
+                r["client"].as_str().unwrap(),
+                r["reason"],
+                r["by"]
+            )
         })
         .collect();
     assert_eq!(
         reasons,
         [
-            "o3:\"detached\":{\"peer\":{\"uid\":null}}",
-            "c1:\"taken_over\":{\"peer\":{\"uid\":null}}",
-            "o1:\"expired\":\"sweep\"",
-            "o2:\"expired\":\"sweep\"",
+            format!("o3:\"detached\":{me}"),
+            format!("c1:\"taken_over\":{me}"),
+            "o1:\"expired\":\"sweep\"".to_string(),
+            "o2:\"expired\":\"sweep\"".to_string(),
         ]
     );
     let audit = env.ok(&["audit", "a"]);
-    assert!(audit.contains("observer `o1` expired") && audit.contains("by the sweep"), "{audit}");
+    assert!(
+        audit.contains("observer `o1` expired") && audit.contains("by the sweep"),
+        "{audit}"
+    );
     // A finished agent takes no new lease.
     env.ok(&["status", "a", "exited", "--at", &at("12:03:00")]);
     attach(&["--observer", "--client", "late"], "12:03:10").fails(1, "finished");
@@ -205,9 +243,22 @@ fn the_runtime_view_maps_statuses_to_the_seeds_states() {
         env.ok(&register_args(name, "claude", "/w", T0, &[]));
         env.ok(&["status", name, status, "--at", T0]);
     }
-    env.ok(&["attach", "busy-one", "--controller", "--client", "ui", "--at", T0]);
+    env.ok(&[
+        "attach",
+        "busy-one",
+        "--controller",
+        "--client",
+        "ui",
+        "--at",
+        T0,
+    ]);
     let v = env.json(&["list", "--all", "--view", "runtime"]);
-    let state = |n: &str| agent_row(&v, n)["runtime_state"].as_str().unwrap().to_string();
+    let state = |n: &str| {
+        agent_row(&v, n)["runtime_state"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(state("idle-one"), "idle");
     assert_eq!(state("live-one"), "idle");
     assert_eq!(state("busy-one"), "busy");
@@ -216,8 +267,15 @@ fn the_runtime_view_maps_statuses_to_the_seeds_states() {
     let table = env.ok(&["list", "--all", "--view", "runtime"]);
     let busy = table.lines().find(|l| l.starts_with("busy-one")).unwrap();
     let cols: Vec<&str> = busy.split_whitespace().collect();
-    assert_eq!(cols[..5], ["busy-one", "busy", "busy", "-", "ui"], "{table}");
-    assert!(table.lines().next().unwrap().contains("CONTROLLER"), "{table}");
+    assert_eq!(
+        cols[..5],
+        ["busy-one", "busy", "busy", "-", "ui"],
+        "{table}"
+    );
+    assert!(
+        table.lines().next().unwrap().contains("CONTROLLER"),
+        "{table}"
+    );
     // The plain list stays as it was.
     assert!(!env.ok(&["list"]).contains("STATE"));
 }

@@ -55,7 +55,10 @@ fn events(s: &Store) -> Vec<Value> {
 }
 
 fn of_kind(s: &Store, kind: &str) -> Vec<Value> {
-    events(s).into_iter().filter(|e| e["kind"] == kind).collect()
+    events(s)
+        .into_iter()
+        .filter(|e| e["kind"] == kind)
+        .collect()
 }
 
 #[test]
@@ -111,7 +114,11 @@ fn an_observer_uid_gets_its_own_actions_and_cannot_renew_or_release_another_uids
     // A controller lease needs write access.
     let out = as_nobody(&s, &["attach", "w1", "--controller", "--client", "mine"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("may only observe"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("may only observe"),
+        "{}",
+        stderr(&out)
+    );
 
     // Root administers: it may release nobody's lease.
     s.ok(&["detach", "w1", "--client", "viewer"]);
@@ -267,7 +274,10 @@ fn an_outage_of_a_real_http_server_that_stops_and_starts_is_two_events() {
     });
     let body = &ended["event"]["Runtime"]["OutageEnded"];
     assert_eq!(body["ended_by"], "probe");
-    assert!(body["failures"].as_u64().unwrap() >= failed_so_far, "{ended}");
+    assert!(
+        body["failures"].as_u64().unwrap() >= failed_so_far,
+        "{ended}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     let outage_events: Vec<Value> = events(&s)
         .into_iter()

@@ -121,7 +121,16 @@ fn the_live_page_shows_controller_observers_and_outages() {
     let s = Store::new();
     let gone = s.tmp.path().join("nobody-listens.sock");
     let endpoint = format!("unix:{}", gone.display());
-    s.ok(&["register", "alpha", "--provider", "claude", "--cwd", "/w", "--endpoint", &endpoint]);
+    s.ok(&[
+        "register",
+        "alpha",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/w",
+        "--endpoint",
+        &endpoint,
+    ]);
     s.ok(&["register", "beta", "--provider", "codex", "--cwd", "/w"]);
     let web = Web::start_with(&s.dir, &["--probe-every-ms", "100"]);
     let browser = Browser::start();
@@ -140,9 +149,19 @@ fn the_live_page_shows_controller_observers_and_outages() {
         let alpha = v.as_array()?.iter().find(|r| r[0] == "alpha")?.clone();
         (alpha[1] == "ui" && alpha[3].as_str()?.starts_with("down since")).then_some(v)
     });
-    let alpha = rows.as_array().unwrap().iter().find(|r| r[0] == "alpha").unwrap();
+    let alpha = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0] == "alpha")
+        .unwrap();
     assert_eq!(alpha[2], "<b>tail</b>, dash", "{rows}");
-    let beta = rows.as_array().unwrap().iter().find(|r| r[0] == "beta").unwrap();
+    let beta = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0] == "beta")
+        .unwrap();
     assert_eq!(beta, &json!(["beta", "", "", ""]));
     assert_eq!(
         browser.eval("return document.querySelectorAll('#agents b').length;"),

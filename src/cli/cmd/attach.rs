@@ -7,9 +7,9 @@
 use crate::cli::args::At;
 use crate::cli::open::with_store;
 use crate::cli::output::{self, Ui, W};
+use agentlog::daemon::reach::live_tally;
 use agentlog::registry::runtime::checks::{Attach, DEFAULT_LEASE_TTL_MS};
 use agentlog::registry::runtime::{EndpointUpdates, LeaseRole};
-use agentlog::daemon::reach::live_tally;
 use agentlog::store::caller_here;
 use anyhow::Result;
 use clap::Args;
@@ -58,7 +58,11 @@ impl EndpointFlags {
 pub struct AttachArgs {
     pub name: String,
     /// Take the controller lease (at most one client holds it)
-    #[arg(long, conflicts_with = "observer", required_unless_present = "observer")]
+    #[arg(
+        long,
+        conflicts_with = "observer",
+        required_unless_present = "observer"
+    )]
     pub controller: bool,
     /// Take an observer lease (any number)
     #[arg(long)]

@@ -67,11 +67,12 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: List) -> Result<ExitCode> {
     };
     let agents: Vec<_> = state.agents_matching(&filter).collect();
     let now = clock();
+    let viewer = render::viewer(&dir);
     if ui.json {
         let rows: Vec<_> = agents
             .iter()
             .map(|ag| {
-                let mut row = render::agent_with_runtime(ag, state.runtime(&ag.name), now);
+                let mut row = render::agent_with_runtime(ag, state.runtime(&ag.name), now, &viewer);
                 render::overlay_live_outage(&mut row, &dir, &ag.name);
                 if a.view == View::Runtime {
                     row["runtime_state"] = json!(RuntimeState::of(ag.status).as_str());

@@ -26,7 +26,7 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Show) -> Result<ExitCode> {
     let now = a.at.at.unwrap_or_else(Timestamp::now);
     let (s, rt) = inbox::show(&dir, &a.name, now)?;
     let ag = &s.agent;
-    let mut doc = render::agent_with_runtime(ag, rt.as_ref(), now);
+    let mut doc = render::agent_with_runtime(ag, rt.as_ref(), now, &render::viewer(&dir));
     render::overlay_live_outage(&mut doc, &dir, &ag.name);
     if ui.json {
         doc["unread"] = json!(s.unread);

@@ -262,11 +262,7 @@ async fn agents(State(http): State<Arc<Http>>) -> Response {
                 .iter()
                 .map(|a| {
                     let mut row = d.agent_json(a);
-                    crate::registry::runtime::json::merge_into(
-                        &mut row,
-                        s.runtime(&a.name),
-                        a.pid,
-                    );
+                    crate::registry::runtime::json::merge_into(&mut row, s.runtime(&a.name), a.pid);
                     row
                 })
                 .collect();

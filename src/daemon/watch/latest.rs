@@ -152,7 +152,8 @@ impl Rows {
             };
             let mut row = d.agent_json(a);
             runtime_json::merge_into(&mut row, rt.as_ref(), a.pid);
-            let change = json!({"lsn": a.last_event_lsn, "type": kind, "agent": a.name, "row": row});
+            let change =
+                json!({"lsn": a.last_event_lsn, "type": kind, "agent": a.name, "row": row});
             out.push(json!({ "change": change }));
         }
         for name in look.removed {

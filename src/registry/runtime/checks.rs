@@ -30,7 +30,8 @@ pub const MAX_LEASE_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 /// Who runs a lease command.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Caller {
-    /// The daemon peer's uid; `None` without a daemon.
+    /// The daemon peer's uid (the process's own without a daemon); `None`:
+    /// unknown, which the library's callers may pass to mean the owner.
     pub uid: Option<u32>,
     pub pid: Option<u32>,
     /// The daemon's owner uid or root: may renew and release any lease.
@@ -310,7 +311,8 @@ impl State {
         at: Timestamp,
     ) -> Option<Event> {
         let rt = self.runtime.get(agent)?;
-        if rt.endpoint.as_deref() != Some(endpoint) || rt.outage.as_ref().is_some_and(|o| o.is_open())
+        if rt.endpoint.as_deref() != Some(endpoint)
+            || rt.outage.as_ref().is_some_and(|o| o.is_open())
         {
             return None;
         }
@@ -395,17 +397,29 @@ mod tests {
         let mut s = state();
         let mut lsn = 1;
         let e = s
-            .check_attach(&attach("c1", LeaseRole::Controller, Some(10)), Timestamp(100))
+            .check_attach(
+                &attach("c1", LeaseRole::Controller, Some(10)),
+                Timestamp(100),
+            )
             .unwrap();
         apply_all(&mut s, &mut lsn, &e);
         let err = s
-            .check_attach(&attach("c2", LeaseRole::Controller, Some(11)), Timestamp(200))
+            .check_attach(
+                &attach("c2", LeaseRole::Controller, Some(11)),
+                Timestamp(200),
+            )
             .unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("c1") && text.contains("1970-01-01T00:00:01.100Z"), "{text}");
+        assert!(
+            text.contains("c1") && text.contains("1970-01-01T00:00:01.100Z"),
+            "{text}"
+        );
         let mut take = attach("c2", LeaseRole::Controller, Some(11));
         take.take_over = true;
-        assert!(s.check_attach(&take, Timestamp(200)).is_err(), "not expired yet");
+        assert!(
+            s.check_attach(&take, Timestamp(200)).is_err(),
+            "not expired yet"
+        );
         for c in ["o1", "o2"] {
             let e = s
                 .check_attach(&attach(c, LeaseRole::Observer, Some(11)), Timestamp(300))
@@ -415,11 +429,17 @@ mod tests {
         assert_eq!(s.runtime("a").unwrap().observers.len(), 2);
         // Uid 12 may not renew uid 10's lease; uid 10 may.
         let err = s
-            .check_attach(&attach("c1", LeaseRole::Controller, Some(12)), Timestamp(400))
+            .check_attach(
+                &attach("c1", LeaseRole::Controller, Some(12)),
+                Timestamp(400),
+            )
             .unwrap_err();
         assert!(matches!(err, RegistryError::LeaseNotYours { .. }), "{err}");
         let e = s
-            .check_attach(&attach("c1", LeaseRole::Controller, Some(10)), Timestamp(400))
+            .check_attach(
+                &attach("c1", LeaseRole::Controller, Some(10)),
+                Timestamp(400),
+            )
             .unwrap();
         assert!(matches!(
             e[0].kind,
@@ -427,14 +447,25 @@ mod tests {
         ));
         apply_all(&mut s, &mut lsn, &e);
         assert_eq!(
-            s.runtime("a").unwrap().controller.as_ref().unwrap().expires_at,
+            s.runtime("a")
+                .unwrap()
+                .controller
+                .as_ref()
+                .unwrap()
+                .expires_at,
             Timestamp(1400)
         );
         // Expired, not swept: a plain attach is told to take over.
         let err = s
-            .check_attach(&attach("c2", LeaseRole::Controller, Some(11)), Timestamp(1500))
+            .check_attach(
+                &attach("c2", LeaseRole::Controller, Some(11)),
+                Timestamp(1500),
+            )
             .unwrap_err();
-        assert!(matches!(err, RegistryError::ControllerExpired { .. }), "{err}");
+        assert!(
+            matches!(err, RegistryError::ControllerExpired { .. }),
+            "{err}"
+        );
         let e = s.check_attach(&take, Timestamp(1500)).unwrap();
         assert_eq!(e.len(), 2);
         apply_all(&mut s, &mut lsn, &e);
@@ -467,12 +498,16 @@ mod tests {
             .unwrap()
             .unwrap();
         apply_all(&mut s, &mut lsn, &[e]);
-        assert!(s.check_outage_start("a", "unix:/other", "x", Timestamp(20)).is_none());
+        assert!(s
+            .check_outage_start("a", "unix:/other", "x", Timestamp(20))
+            .is_none());
         let e = s
             .check_outage_start("a", "unix:/s", "refused\nagain", Timestamp(20))
             .unwrap();
         apply_all(&mut s, &mut lsn, &[e]);
-        assert!(s.check_outage_start("a", "unix:/s", "x", Timestamp(30)).is_none());
+        assert!(s
+            .check_outage_start("a", "unix:/s", "x", Timestamp(30))
+            .is_none());
         let mut req = attach("ui", LeaseRole::Observer, None);
         req.outage_tally = Some((Timestamp(40), 5));
         let e = s.check_attach(&req, Timestamp(50)).unwrap();
@@ -480,7 +515,13 @@ mod tests {
         apply_all(&mut s, &mut lsn, &e);
         let o = s.runtime("a").unwrap().outage.clone().unwrap();
         assert_eq!(
-            (o.first_failure, o.last_failure, o.failures, o.ended_at, o.ended_by),
+            (
+                o.first_failure,
+                o.last_failure,
+                o.failures,
+                o.ended_at,
+                o.ended_by
+            ),
             (
                 Timestamp(20),
                 Timestamp(40),
@@ -490,7 +531,9 @@ mod tests {
             )
         );
         assert!(!o.error.contains('\n'));
-        assert!(s.check_outage_end("a", Timestamp(60), 1, Timestamp(60)).is_none());
+        assert!(s
+            .check_outage_end("a", Timestamp(60), 1, Timestamp(60))
+            .is_none());
         assert_eq!(s.anomalies(), 0);
     }
 
@@ -507,12 +550,16 @@ mod tests {
             pid: None,
             admin: false,
         };
-        assert!(s.check_detach("a", "o1", None, &other, Timestamp(200)).is_err());
+        assert!(s
+            .check_detach("a", "o1", None, &other, Timestamp(200))
+            .is_err());
         let admin = Caller {
             admin: true,
             ..other
         };
-        let e = s.check_detach("a", "o1", None, &admin, Timestamp(200)).unwrap();
+        let e = s
+            .check_detach("a", "o1", None, &admin, Timestamp(200))
+            .unwrap();
         apply_all(&mut s, &mut lsn, &[e]);
         assert!(s.runtime("a").is_none());
         assert!(matches!(

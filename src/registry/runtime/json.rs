@@ -61,7 +61,10 @@ pub fn merge_into(row: &mut Value, rt: Option<&AgentRuntime>, pid: Option<u32>) 
         "observers".into(),
         Value::Array(rt.observers.values().map(lease).collect()),
     );
-    map.insert("outage".into(), rt.outage.as_ref().map_or(Value::Null, outage));
+    map.insert(
+        "outage".into(),
+        rt.outage.as_ref().map_or(Value::Null, outage),
+    );
 }
 
 /// What a caller may do with an entry.

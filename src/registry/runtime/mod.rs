@@ -476,7 +476,9 @@ fn fold_into(rt: &mut AgentRuntime, at: Timestamp, event: &RuntimeEvent) -> bool
             }
         }
         RuntimeEvent::LeaseReleased { client, role, .. } => match role {
-            LeaseRole::Controller if rt.controller.as_ref().is_some_and(|l| &l.client == client) => {
+            LeaseRole::Controller
+                if rt.controller.as_ref().is_some_and(|l| &l.client == client) =>
+            {
                 rt.controller = None;
                 true
             }
