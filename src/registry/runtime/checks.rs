@@ -13,7 +13,7 @@
 
 use super::{Actor, EndpointUpdates, Lease, LeaseRole, OutageEnd, ReleaseReason, RuntimeEvent};
 use crate::registry::commands::TEXT_MAX;
-use crate::registry::error::{check_text, RegistryError};
+use crate::registry::error::{check_text, LeaseUids, RegistryError};
 use crate::registry::events::{Event, EventKind};
 use crate::registry::state::State;
 use crate::time::Timestamp;
@@ -69,10 +69,6 @@ fn runtime_event(at: Timestamp, e: RuntimeEvent) -> Event {
         at,
         kind: EventKind::Runtime(e),
     }
-}
-
-fn time_text(t: Timestamp) -> String {
-    t.to_rfc3339_millis()
 }
 
 /// Checks endpoint field values (bounded, control-free text).
@@ -176,20 +172,25 @@ impl State {
         } else {
             if req.role == LeaseRole::Controller {
                 if let Some(held) = rt.and_then(|r| r.controller.as_ref()) {
+                    if !held.is_expired(at) && req.take_over {
+                        return Err(RegistryError::TakeOverTooEarly {
+                            agent: req.agent.clone(),
+                            holder: held.client.clone(),
+                            expires_at: held.expires_at,
+                        });
+                    }
                     if !held.is_expired(at) {
                         return Err(RegistryError::ControllerHeld {
                             agent: req.agent.clone(),
                             holder: held.client.clone(),
-                            uid: held.uid,
-                            expires_at: time_text(held.expires_at),
-                            take_over: req.take_over,
+                            expires_at: held.expires_at,
                         });
                     }
                     if !req.take_over {
                         return Err(RegistryError::ControllerExpired {
                             agent: req.agent.clone(),
                             holder: held.client.clone(),
-                            expired_at: time_text(held.expires_at),
+                            expired_at: held.expires_at,
                         });
                     }
                     events.push(runtime_event(
@@ -274,9 +275,10 @@ impl State {
         Err(RegistryError::LeaseNotYours {
             agent: agent.to_string(),
             client: lease.client.clone(),
-            role: lease.role.as_str(),
-            bound: lease.uid,
-            uid: caller.uid,
+            uids: Box::new(LeaseUids {
+                bound: lease.uid,
+                caller: caller.uid,
+            }),
         })
     }
 
