@@ -141,9 +141,10 @@ fn one_controller_many_observers_renewal_take_over_and_the_sweep() {
     for c in ["o1", "o2", "o3"] {
         attach(&["--observer", "--client", c, "--ttl", "30"], "12:00:30").ok();
     }
-    let show = env.json(&["show", "a"]);
+    let show = env.json(&["show", "a", "--at", &at("12:00:35")]);
     assert_eq!(show["owner"]["controller"]["client"], "c1");
-    // This process owns the store and holds the controller lease.
+    // This process owns the store and holds the controller lease (judged
+    // at the read's time).
     assert_eq!(
         show["actions"],
         serde_json::json!(["observe", "control", "write", "administer"])

@@ -38,7 +38,15 @@ fn health_readiness_agents_audit_and_events() {
         .find(|r| r["name"] == "w1")
         .unwrap()
         .clone();
-    assert_eq!(agents["agents"][0], w1);
+    // Over HTTP every reader only observes; the CLI's row says what its
+    // caller may do. Everything else is the same.
+    let mut api_row = agents["agents"][0].clone();
+    assert_eq!(api_row["actions"], serde_json::json!(["observe"]));
+    let mut w1 = w1;
+    for row in [&mut api_row, &mut w1] {
+        row.as_object_mut().unwrap().remove("actions");
+    }
+    assert_eq!(api_row, w1);
 
     s.ok(&[
         "status",

@@ -263,6 +263,8 @@ async fn agents(State(http): State<Arc<Http>>) -> Response {
                 .map(|a| {
                     let mut row = d.agent_json(a);
                     crate::registry::runtime::json::merge_into(&mut row, s.runtime(&a.name), a.pid);
+                    // HTTP serves only what an observer may see.
+                    row["actions"] = json!(["observe"]);
                     row
                 })
                 .collect();
