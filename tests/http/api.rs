@@ -267,8 +267,11 @@ fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
             .starts_with(&second(N)[..19]),
         "{newest}"
     );
-    let listed = web.json("/api/agents");
+    let mut listed = web.json("/api/agents");
     assert_eq!(listed["agents"].as_array().unwrap().len(), 1);
+    // `/api/agents` also says what its (observer) reader may do.
+    let listed_row = listed["agents"][0].as_object_mut().unwrap();
+    assert_eq!(listed_row.remove("actions"), Some(json!(["observe"])));
     assert_eq!(&listed["agents"][0], newest);
 
     // EventSource's reconnect: after the last row seen, nothing changed but
