@@ -25,8 +25,17 @@ pub const MAGIC: [u8; 8] = *b"AGLSNAP\0";
 /// registry-only fields (display name, transport client, last event LSN)
 /// after the rows; a version-1 file is skipped (the log refolds). 3: those
 /// registry-only fields gained the host a replica's registration recorded
-/// (docs/scaling.md §7); a version-2 file is skipped likewise.
-pub const FORMAT_VERSION: u32 = 3;
+/// (docs/scaling.md §7); a version-2 file is skipped likewise. 4: the
+/// state ends with the agents' runtime facts (endpoints, leases, outages);
+/// a version-3 file is still read, as a version-4 one whose runtime facts
+/// are empty ([`V3_UPGRADE`]).
+pub const FORMAT_VERSION: u32 = 4;
+/// The previous version, still read.
+pub const PREVIOUS_VERSION: u32 = 3;
+/// What version 4 appended to a version-3 payload, empty: the encoding of
+/// an empty runtime map (a varint length 0). A version-3 payload followed
+/// by these bytes is the version-4 payload of the same state.
+pub const V3_UPGRADE: [u8; 1] = [0];
 /// Header length in bytes.
 pub const HEADER_LEN: usize = 36;
 /// Offset of the crc32 field (the checksum covers the bytes before it + payload).
@@ -241,8 +250,9 @@ pub(crate) fn decode_file<T: DeserializeOwned>(
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
     // The version is checked before anything else in the header: a newer
     // format may lay the rest out differently.
-    match u32_at(8) {
-        FORMAT_VERSION => {}
+    let version = u32_at(8);
+    match version {
+        FORMAT_VERSION | PREVIOUS_VERSION => {}
         v if v > FORMAT_VERSION => return Err(SkipReason::FutureVersion { found: v }),
         v => return Err(SkipReason::UnknownVersion { found: v }),
     }
@@ -270,7 +280,14 @@ pub(crate) fn decode_file<T: DeserializeOwned>(
             name: name_lsn,
         });
     }
-    let (state, used) = crate::bounded_decode::decode_from_slice(&bytes[HEADER_LEN..])
+    let upgraded;
+    let (payload, payload_len) = if version == PREVIOUS_VERSION {
+        upgraded = [&bytes[HEADER_LEN..], &V3_UPGRADE[..]].concat();
+        (&upgraded[..], upgraded.len() as u64)
+    } else {
+        (&bytes[HEADER_LEN..], payload_len)
+    };
+    let (state, used) = crate::bounded_decode::decode_from_slice(payload)
         .map_err(|e| SkipReason::Decode(e.to_string()))?;
     if used as u64 != payload_len {
         return Err(SkipReason::Decode(format!(
@@ -279,4 +296,55 @@ pub(crate) fn decode_file<T: DeserializeOwned>(
         )));
     }
     Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Registration, State};
+    use crate::store::SnapshotPayload;
+    use crate::time::Timestamp;
+
+    /// A file around `payload` with header version `version`.
+    fn file(payload: &[u8], version: u32, lsn: u64) -> Vec<u8> {
+        let mut f = vec![0u8; HEADER_LEN];
+        f.extend_from_slice(payload);
+        fill_header(&mut f, lsn);
+        f[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = checksum(&f[..CRC_AT], &f[HEADER_LEN..]);
+        f[CRC_AT..HEADER_LEN].copy_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn a_version_3_file_reads_as_version_4_with_no_runtime_facts() {
+        let mut state = State::default();
+        let e = state
+            .check_register(Registration::new("a", "claude", "/w"), Timestamp(1))
+            .unwrap();
+        state.apply(1, &e);
+        // `SnapshotPayload`'s layout: the generation, then the state.
+        let v4 =
+            bincode::serde::encode_to_vec((2u64, &state), bincode::config::standard()).unwrap();
+        // Format 4 appended the runtime map: empty, one zero byte.
+        assert_eq!(v4.last(), Some(&V3_UPGRADE[0]));
+        let v3 = &v4[..v4.len() - 1];
+        for (bytes, version) in [(v3, PREVIOUS_VERSION), (&v4[..], FORMAT_VERSION)] {
+            let back: SnapshotPayload = decode_file(&file(bytes, version, 1), 1).unwrap();
+            assert_eq!(
+                (back.generation, &back.state),
+                (2, &state),
+                "version {version}"
+            );
+        }
+        // A version-4 payload under a version-3 header is refused, not misread.
+        assert!(matches!(
+            decode_file::<SnapshotPayload>(&file(&v4, PREVIOUS_VERSION, 1), 1),
+            Err(SkipReason::Decode(_))
+        ));
+        assert_eq!(
+            decode_file::<SnapshotPayload>(&file(v3, 2, 1), 1).err(),
+            Some(SkipReason::UnknownVersion { found: 2 })
+        );
+    }
 }

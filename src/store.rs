@@ -42,15 +42,17 @@ mod interop;
 mod origin;
 mod read_only;
 mod replica;
+mod runtime;
 mod wait;
 
 pub use checkpoint::{
     OpenReport, OpenTimings, SkippedSnapshot, SnapshotPayload, SNAPSHOT_EVENTS_PER_AGENT,
 };
 pub use interop::{ImportReport, Published};
-pub use origin::{current_origin, with_origin};
+pub use origin::{current_access, current_origin, with_access, with_origin, PeerAccess};
 pub use read_only::{ReadOnlyStore, ReadState};
 pub use replica::{replica_of, Check, CommandSink, REPLICA_FILE};
+pub use runtime::caller_here;
 pub use wait::Waited;
 
 /// Why a store operation failed.

@@ -8,6 +8,7 @@
 mod support;
 
 mod cli {
+    mod attach;
     mod bench;
     mod commands;
     mod dataloss;

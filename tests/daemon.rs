@@ -8,6 +8,7 @@ mod support;
 
 mod daemon {
     mod access;
+    mod attach;
     mod clients;
     mod coexist;
     mod conformance;

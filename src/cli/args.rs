@@ -97,6 +97,10 @@ pub enum Command {
     Update(cmd::update::Update),
     /// Remove an agent from the registry (its history stays until compaction)
     Remove(cmd::remove::Remove),
+    /// Attach to an agent as its controller (one) or an observer (any number); again to renew
+    Attach(cmd::attach::AttachArgs),
+    /// End a client's lease on an agent
+    Detach(cmd::attach::DetachArgs),
     /// Post a message from an agent to one agent or to all; prints its id
     Post(cmd::post::Post),
     /// Print an agent's unread messages and mark them read

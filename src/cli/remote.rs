@@ -41,8 +41,10 @@ const READ_ONLY: [&str; 9] = [
 ];
 /// Every operation method (PROTOCOL.md, "Methods"); `init`, `repair`,
 /// `demo` and `bench` run only directly.
-const METHODS: [&str; 24] = [
+const METHODS: [&str; 26] = [
     "register",
+    "attach",
+    "detach",
     "heartbeat",
     "status",
     "update",
@@ -274,6 +276,17 @@ impl Dispatch for CliDispatch {
         READ_ONLY.contains(&method)
     }
 
+    /// An observer may take an observer lease and detach: the command
+    /// binds the lease to its uid and lets only that uid (or the daemon's
+    /// owner, root) renew or release it. A controller needs write access.
+    fn open_to_observers(&self, method: &str, params: &Map<String, Value>) -> bool {
+        match method {
+            "attach" => params.get("observer") == Some(&json!(true)),
+            "detach" => true,
+            _ => false,
+        }
+    }
+
     fn call(&self, store: &Arc<Store>, method: &str, params: &Map<String, Value>) -> Outcome {
         if method == "get" {
             return get(store, params);
@@ -356,7 +369,12 @@ fn get(store: &Store, params: &Map<String, Value>) -> Outcome {
         }
     };
     store
-        .with_state(|s, _| s.agent(name).map(render::agent))
+        .with_state(|s, _| {
+            s.agent(name).map(|a| {
+                let viewer = render::viewer(store.dir());
+                render::agent_with_runtime(a, s.runtime(name), args::clock(), &viewer)
+            })
+        })
         .map(|row| (row, 0))
         .ok_or_else(|| {
             let msg = format!("agent `{name}` is not registered");

@@ -5,6 +5,9 @@
 
 use agentlog::model::fields::{FieldRef, AGENT_FIELDS};
 use agentlog::model::Agent;
+use agentlog::registry::runtime::json::{merge_into, Actions};
+use agentlog::registry::runtime::AgentRuntime;
+use agentlog::store::{current_access, current_origin};
 use agentlog::time::Timestamp;
 use serde_json::{json, Value};
 
@@ -42,6 +45,66 @@ pub fn agent(a: &Agent) -> Value {
         }
     }
     row
+}
+
+/// Who reads: what an entry's `actions` are judged for.
+#[derive(Debug, Clone, Copy)]
+pub struct Viewer {
+    uid: u32,
+    may_write: bool,
+    admin: bool,
+}
+
+/// The reader of the store in `dir`: through the daemon, the peer (its uid
+/// and what the daemon's policy grants it); directly, this process — it
+/// may write when it may write the store's log folder, and administers the
+/// store when it is root or owns the folder (as a daemon's owner uid does).
+/// So the store's owner reads the same `actions` either way.
+pub fn viewer(dir: &std::path::Path) -> Viewer {
+    if let (Some(o), Some(access)) = (current_origin(), current_access()) {
+        return Viewer {
+            uid: o.uid,
+            may_write: access.may_write,
+            admin: access.admin,
+        };
+    }
+    use std::os::unix::fs::MetadataExt;
+    let uid = rustix::process::geteuid().as_raw();
+    let layout = agentlog::StoreLayout::new(dir);
+    let may_write = rustix::fs::access(layout.log(), rustix::fs::Access::WRITE_OK).is_ok();
+    let owner = std::fs::metadata(dir).map(|m| m.uid()).ok();
+    Viewer {
+        uid,
+        may_write,
+        admin: uid == 0 || owner == Some(uid),
+    }
+}
+
+/// [`agent`] plus its runtime facts (endpoint fields, owner, observers,
+/// outage) and the `actions` `viewer` may take at `now` (from its
+/// credentials and the entry's leases).
+pub fn agent_with_runtime(
+    a: &Agent,
+    rt: Option<&AgentRuntime>,
+    now: Timestamp,
+    viewer: &Viewer,
+) -> Value {
+    let mut row = agent(a);
+    merge_into(&mut row, rt, a.pid);
+    row["actions"] = Actions::of(rt, viewer.uid, viewer.may_write, viewer.admin, now).to_json();
+    row
+}
+
+/// Inside the daemon: an open outage's running tally (last failure, failed
+/// probes so far), which its prober keeps in memory until the outage ends.
+pub fn overlay_live_outage(row: &mut Value, dir: &std::path::Path, name: &str) {
+    if row["outage"]["open"] != Value::Bool(true) {
+        return;
+    }
+    if let Some(t) = agentlog::daemon::reach::live_tally(dir, name) {
+        row["outage"]["last_failure"] = time(t.last_failure);
+        row["outage"]["failures"] = Value::from(t.failures);
+    }
 }
 
 /// The registry table's columns.

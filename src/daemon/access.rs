@@ -29,6 +29,12 @@ impl Access {
             || self.gids.contains(&peer.gid)
     }
 
+    /// Whether `peer` administers the daemon (its own uid, root): may
+    /// renew or release any attach lease.
+    pub fn administers(&self, peer: &Peer) -> bool {
+        peer.uid == 0 || peer.uid == self.owner_uid
+    }
+
     /// The message of the `forbidden` error.
     pub fn refusal(&self, peer: &Peer, method: &str) -> String {
         format!(

@@ -28,7 +28,7 @@ use super::frame::{self, Frame};
 use super::server::Shared;
 use super::{code, ErrorReply, Peer, PROTOCOL_VERSION};
 use crate::registry::Lsn;
-use crate::store::with_origin;
+use crate::store::{with_access, with_origin, PeerAccess};
 use crate::time::Timestamp;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -449,7 +449,8 @@ async fn answer(
         return Err(ErrorReply::new(code::UNKNOWN_METHOD, msg, 2));
     }
     let writes = !d.read_only(&method);
-    if writes && !shared.access.may_write(peer) {
+    let may_write = shared.access.may_write(peer);
+    if writes && !may_write && !d.open_to_observers(&method, &params) {
         let msg = shared.access.refusal(peer, &method);
         return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
     }
@@ -466,8 +467,14 @@ async fn answer(
         }
     }
     let (store, dispatch, origin) = (shared.store.clone(), d.clone(), peer.origin());
+    let access = PeerAccess {
+        may_write,
+        admin: shared.access.administers(peer),
+    };
     let out = tokio::task::spawn_blocking(move || {
-        with_origin(origin, || dispatch.call(&store, &method, &params))
+        with_origin(origin, || {
+            with_access(access, || dispatch.call(&store, &method, &params))
+        })
     })
     .await
     .unwrap_or_else(|e| {

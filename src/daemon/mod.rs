@@ -22,6 +22,7 @@ mod durable;
 mod error;
 pub(crate) mod frame;
 mod http;
+pub mod reach;
 mod replica;
 pub mod server;
 pub mod watch;
@@ -158,6 +159,12 @@ pub trait Dispatch: Send + Sync + 'static {
     fn knows(&self, method: &str) -> bool;
     /// Whether `method` only reads (an observer may call it).
     fn read_only(&self, method: &str) -> bool;
+    /// Whether an observer may call `method`, which writes, with `params`
+    /// because the command authorizes its caller itself (an observer lease,
+    /// a detach bound to the caller's uid). Default: never.
+    fn open_to_observers(&self, _method: &str, _params: &Map<String, Value>) -> bool {
+        false
+    }
     /// Runs `method` against the store (blocking; called on a blocking
     /// thread, inside [`crate::store::with_origin`] for writes).
     fn call(&self, store: &Arc<Store>, method: &str, params: &Map<String, Value>) -> Outcome;
@@ -197,6 +204,10 @@ pub struct ServeOptions {
     /// Replicated mode (`serve --nats`): the store mirrors the fleet's
     /// stream and every write goes through it (docs/scaling.md §4).
     pub replica: Option<ReplicaOptions>,
+    /// Probe agents' endpoints this often (`serve --probe-every`; `None`:
+    /// never), each with this timeout (src/daemon/reach.rs).
+    pub probe_every: Option<Duration>,
+    pub probe_timeout: Duration,
 }
 
 impl Default for ServeOptions {
@@ -215,6 +226,8 @@ impl Default for ServeOptions {
             socket_mode: 0o600,
             http: None,
             replica: None,
+            probe_every: Some(Duration::from_secs(30)),
+            probe_timeout: Duration::from_secs(2),
         }
     }
 }

@@ -375,6 +375,9 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
             }
         }));
     }
+    if let Some(p) = shared.opts.probe_every {
+        duties.push(super::reach::start(shared, p));
+    }
     if let (Some(p), Some(path)) = (
         shared.opts.publish_every,
         shared.store.options().export_path.clone(),

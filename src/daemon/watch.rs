@@ -30,6 +30,7 @@ use super::conn::{error_doc, send, Request, Writer};
 use super::server::Shared;
 use super::{code, ErrorReply, Outcome, Peer};
 use crate::model::Agent;
+use crate::registry::runtime::{json as runtime_json, AgentRuntime};
 use crate::registry::{codec, tag, Event, EventKind, Lsn, State};
 use crate::store::{with_origin, Store, Until};
 use crate::time::Timestamp;
@@ -133,20 +134,28 @@ struct Cursor {
 }
 
 /// The change from `before` to `after` of agent `name` at `lsn`, if any.
+/// A row carries the agent's runtime facts (`rt`): a lease or outage event
+/// moves the row's `last_event_lsn`, so it is an update like any other.
 fn change_doc(
     d: &dyn super::Dispatch,
     lsn: Lsn,
     name: &str,
     before: Option<&Agent>,
     after: Option<&Agent>,
+    rt: Option<&AgentRuntime>,
 ) -> Option<Value> {
+    let row = |a: &Agent| {
+        let mut row = d.agent_json(a);
+        runtime_json::merge_into(&mut row, rt, a.pid);
+        row
+    };
     let change = match (before, after) {
         (None, Some(a)) => {
-            json!({"lsn": lsn, "type": "added", "agent": name, "row": d.agent_json(a)})
+            json!({"lsn": lsn, "type": "added", "agent": name, "row": row(a)})
         }
         (Some(_), None) => json!({"lsn": lsn, "type": "removed", "agent": name}),
         (Some(b), Some(a)) if b != a => {
-            json!({"lsn": lsn, "type": "updated", "agent": name, "row": d.agent_json(a)})
+            json!({"lsn": lsn, "type": "updated", "agent": name, "row": row(a)})
         }
         _ => return None,
     };
@@ -169,7 +178,14 @@ fn fold_change(
     };
     let before = state.agent(name).cloned();
     apply(state);
-    change_doc(d, lsn, name, before.as_ref(), state.agent(name))
+    change_doc(
+        d,
+        lsn,
+        name,
+        before.as_ref(),
+        state.agent(name),
+        state.runtime(name),
+    )
 }
 
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns each record's

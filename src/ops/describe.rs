@@ -228,6 +228,11 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
                 agentlog::registry::ExternalChange::Removed => format!("removed{subject}"),
             }
         }
+        EventKind::Runtime(r) => {
+            let d = super::describe_runtime::describe(r, viewer.is_some());
+            why = d.why;
+            d.what
+        }
         EventKind::HeartbeatBatch { beats } => {
             // `log` shows the batch on one line; a timeline shows the
             // viewer's own heartbeats (history expands a batch into them).

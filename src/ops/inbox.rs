@@ -7,6 +7,7 @@
 
 use super::{current, read_only, Result};
 use agentlog::registry::queries::{presence, AgentSummary, Presence};
+use agentlog::registry::runtime::AgentRuntime;
 use agentlog::registry::sweep::is_transport_attached;
 use agentlog::registry::{ProcessProbe, RegistryError};
 use agentlog::store::Waited;
@@ -30,9 +31,15 @@ pub fn wait_for_unread(
 /// One agent's row, life, unread (at `now`) and sent counts and the LSN of
 /// its last event, from the snapshot and the tail only; `NotFound` for an
 /// unknown name.
-pub fn show(dir: &Path, name: &str, now: Timestamp) -> Result<AgentSummary> {
+/// Its runtime facts come with it.
+pub fn show(
+    dir: &Path,
+    name: &str,
+    now: Timestamp,
+) -> Result<(AgentSummary, Option<AgentRuntime>)> {
     let (state, _) = current(dir, &mut ())?;
-    Ok(state.summary(name, now)?)
+    let summary = state.summary(name, now)?;
+    Ok((summary, state.runtime(name).cloned()))
 }
 
 /// Whether `name`'s transport is live (see `registry::queries::presence`).

@@ -20,6 +20,7 @@
 pub mod audit;
 pub mod demo;
 pub mod describe;
+mod describe_runtime;
 pub mod inbox;
 pub mod sharing;
 pub mod stats;

@@ -16,7 +16,8 @@
 
 use super::events::{
     tag, BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, ExternalChange,
-    FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind, SessionKey, TransportCause,
+    FieldUpdates, Lsn, PostedMessage, Registration, RegistrationKind, RuntimeEvent, SessionKey,
+    TransportCause,
 };
 use crate::model::{Agent, Status, StatusCause, TransportClient};
 use crate::time::Timestamp;
@@ -114,7 +115,7 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-fn put_body<T: Serialize>(buf: &mut Vec<u8>, body: &T) {
+pub(super) fn put_body<T: Serialize>(buf: &mut Vec<u8>, body: &T) {
     // Serializing these plain data types into a Vec has no failure mode
     // (no maps with non-string keys, no unsized sequences, no I/O).
     bincode::serde::encode_into_std_write(body, buf, config())
@@ -181,6 +182,7 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
             source,
             change,
         } => put_body(buf, &(agent, source, change)),
+        EventKind::Runtime(r) => r.encode_body(buf),
     }
 }
 
@@ -276,7 +278,7 @@ pub(super) fn body_err(t: u8, reason: impl std::fmt::Display) -> DecodeError {
     }
 }
 
-fn body<T: DeserializeOwned>(t: u8, bytes: &[u8]) -> Result<T, DecodeError> {
+pub(super) fn body<T: DeserializeOwned>(t: u8, bytes: &[u8]) -> Result<T, DecodeError> {
     let (v, used) = crate::bounded_decode::decode_from_slice(bytes).map_err(|e| body_err(t, e))?;
     if used != bytes.len() {
         return Err(body_err(
@@ -392,6 +394,7 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
             body::<()>(t, b)?;
             EventKind::Purged
         }
+        t if tag::is_runtime(t) => EventKind::Runtime(RuntimeEvent::decode_body(t, b)?),
         _ => unreachable!("decode_header rejects unknown tags"),
     };
     Ok(Event { at, kind })

@@ -2,6 +2,7 @@
 //! agent, pid or field at fault; a refused command appends nothing.
 
 use crate::model::Status;
+use crate::time::Timestamp;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
@@ -58,6 +59,50 @@ pub enum RegistryError {
     NotPositive { field: &'static str, value: i64 },
     #[error("request id `{request_id}` of agent `{agent}` reused with different content")]
     RequestIdConflict { agent: String, request_id: String },
+    // The lease variants stay smaller than `NameHeld` (times as
+    // `Timestamp`s, uids boxed): every `Result` of the store carries this
+    // enum, and the daemon's errors carry that.
+    #[error("agent `{agent}` is controlled by client `{holder}` until {}",
+        .expires_at.to_rfc3339_millis())]
+    ControllerHeld {
+        agent: String,
+        holder: String,
+        expires_at: Timestamp,
+    },
+    #[error("agent `{agent}` is controlled by client `{holder}` until {}; --take-over works only after that",
+        .expires_at.to_rfc3339_millis())]
+    TakeOverTooEarly {
+        agent: String,
+        holder: String,
+        expires_at: Timestamp,
+    },
+    #[error("the controller lease of client `{holder}` on agent `{agent}` expired at {}; attach with --take-over to replace it",
+        .expired_at.to_rfc3339_millis())]
+    ControllerExpired {
+        agent: String,
+        holder: String,
+        expired_at: Timestamp,
+    },
+    #[error("client `{client}` holds no lease on agent `{agent}`")]
+    NoLease { agent: String, client: String },
+    #[error("the lease of client `{client}` on agent `{agent}` is bound to {}; {} may not renew or release it (only that uid, the daemon's owner or root)",
+        uid_text(uids.bound, "no uid"), uid_text(uids.caller, "this caller"))]
+    LeaseNotYours {
+        agent: String,
+        client: String,
+        uids: Box<LeaseUids>,
+    },
+}
+
+/// The uids of a refused lease change: the lease's and the caller's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseUids {
+    pub bound: Option<u32>,
+    pub caller: Option<u32>,
+}
+
+fn uid_text(uid: Option<u32>, none: &str) -> String {
+    uid.map_or_else(|| none.to_string(), |u| format!("uid {u}"))
 }
 
 /// Checks a text field: non-empty, at most `max` bytes, no control

@@ -9,6 +9,7 @@
 //! bytes before decoding (see `codec.rs`).
 
 use crate::model::{Agent, Priority, Privacy, Status, StatusCause, TransportClient};
+pub use crate::registry::runtime::RuntimeEvent;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -40,21 +41,34 @@ pub mod tag {
     /// docs/scaling.md §7): tag 1's body, then the host id. Tag 1 stays
     /// the encoding of a registration without a host.
     pub const AGENT_REGISTERED_ON_HOST: u8 = 18;
+    /// Runtime facts (`registry::runtime`, issue 29): endpoint fields,
+    /// leases, outages. Tags 19–28 are this family's.
+    pub const ENDPOINT_SET: u8 = 19;
+    pub const LEASE_ACQUIRED: u8 = 20;
+    pub const LEASE_RENEWED: u8 = 21;
+    pub const LEASE_RELEASED: u8 = 22;
+    pub const OUTAGE_STARTED: u8 = 23;
+    pub const OUTAGE_ENDED: u8 = 24;
     /// A difference between a file another writer shares with agentlog
     /// (`registry.json`, a `state.json`) and what agentlog last published
     /// there, ingested before republishing (docs/registry.md,
-    /// "Coexistence"). Tags 19–28 are reserved for another branch.
+    /// "Coexistence").
     pub const EXTERNAL_CHANGE: u8 = 29;
     /// The highest tag this build knows.
     pub const MAX_KNOWN: u8 = 29;
 
-    /// Whether this build can decode `tag` (tags 1..=18 and 29; 19–28 are
+    /// Whether this build can decode `tag` (tags 1..=24 and 29; 25–28 are
     /// reserved, never written by this build).
     pub const fn is_known(tag: u8) -> bool {
         matches!(
             tag,
             AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST | EXTERNAL_CHANGE
-        )
+        ) || is_runtime(tag)
+    }
+
+    /// Tags of [`crate::registry::runtime::RuntimeEvent`].
+    pub const fn is_runtime(tag: u8) -> bool {
+        matches!(tag, ENDPOINT_SET..=OUTAGE_ENDED)
     }
 
     /// The kind's name for a tag, for error messages.
@@ -79,6 +93,12 @@ pub mod tag {
             PURGED => "Purged",
             AGENT_REGISTERED_ON_HOST => "AgentRegistered",
             EXTERNAL_CHANGE => "ExternalChange",
+            ENDPOINT_SET => "EndpointSet",
+            LEASE_ACQUIRED => "LeaseAcquired",
+            LEASE_RENEWED => "LeaseRenewed",
+            LEASE_RELEASED => "LeaseReleased",
+            OUTAGE_STARTED => "OutageStarted",
+            OUTAGE_ENDED => "OutageEnded",
             _ => "unknown",
         }
     }
@@ -99,7 +119,7 @@ pub mod tag {
                 | TRANSPORT_CLIENT_SET
                 | AGENT_REGISTERED_ON_HOST
                 | EXTERNAL_CHANGE
-        )
+        ) || is_runtime(tag)
     }
 }
 
@@ -261,6 +281,9 @@ pub enum EventKind {
         source: String,
         change: ExternalChange,
     },
+    /// An agent's runtime facts: endpoint fields, leases, outages (tags
+    /// 19–24, `registry::runtime`). Never exported.
+    Runtime(RuntimeEvent),
 }
 
 /// What an [`EventKind::ExternalChange`] did to the agent's row. Its serde
@@ -367,6 +390,7 @@ impl EventKind {
             EventKind::StreamCompacted { .. } => tag::STREAM_COMPACTED,
             EventKind::Purged => tag::PURGED,
             EventKind::ExternalChange { .. } => tag::EXTERNAL_CHANGE,
+            EventKind::Runtime(r) => r.tag(),
         }
     }
 
@@ -385,6 +409,7 @@ impl EventKind {
             EventKind::MessagePosted(m) => Some(&m.from),
             EventKind::MessagesRead { reader, .. } => Some(reader),
             EventKind::AgentImported(a) => Some(&a.name),
+            EventKind::Runtime(r) => Some(r.agent()),
             EventKind::SessionOpened { .. }
             | EventKind::SessionHeartbeat { .. }
             | EventKind::SessionClosed { .. }

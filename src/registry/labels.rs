@@ -11,6 +11,7 @@
 use super::commands::NAME_MAX;
 use super::error::{check_text, RegistryError};
 use super::events::{Event, EventKind, FieldUpdates, TransportCause};
+use super::runtime::EndpointUpdates;
 use super::state::State;
 use crate::model::TransportClient;
 use crate::time::Timestamp;
@@ -58,24 +59,29 @@ pub struct AgentUpdate {
     pub display_name: Option<String>,
     /// A reconnect of the agent's transport client.
     pub transport_client: Option<TransportClient>,
+    /// Endpoint fields (`registry::runtime`), one event for all of them.
+    pub endpoint: EndpointUpdates,
 }
 
 impl State {
     /// Validates an update; returns its events in order (fields, display
-    /// name, transport client), at least one, to append as one batch.
+    /// name, transport client, endpoint fields), at least one, to append as
+    /// one batch.
     pub fn check_agent_update(
         &self,
         agent: &str,
         update: AgentUpdate,
         at: Timestamp,
     ) -> Result<Vec<Event>, RegistryError> {
-        let mut events = Vec::with_capacity(3);
+        let mut events = Vec::with_capacity(4);
         let AgentUpdate {
             fields,
             display_name,
             transport_client,
+            endpoint,
         } = update;
-        let only_fields = display_name.is_none() && transport_client.is_none();
+        let only_fields =
+            display_name.is_none() && transport_client.is_none() && endpoint.is_empty();
         if only_fields || !fields.is_empty() {
             events.push(self.check_update(agent, fields, at)?);
         }
@@ -90,6 +96,7 @@ impl State {
                 at,
             )?);
         }
+        events.extend(self.check_endpoint(agent, endpoint, at)?);
         Ok(events)
     }
 

@@ -15,6 +15,7 @@ pub mod labels;
 pub mod messages;
 pub mod queries;
 pub mod retention;
+pub mod runtime;
 pub mod sessions;
 pub mod state;
 pub mod sweep;

@@ -119,6 +119,8 @@ impl State {
         if self.agents.iter().any(|a| agent(&a.name)) {
             self.agents.retain(|a| !agent(&a.name));
         }
+        let agents = &self.agents;
+        self.runtime.retain(|name| agents.contains(name));
         self.drop_messages_where(|m| message(m.id));
         let agents = &self.agents;
         for m in &mut self.messages {

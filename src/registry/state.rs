@@ -21,6 +21,7 @@ use super::events::{
     DropReason, DroppedMessage, Event, EventKind, ExternalChange, Lsn, PostedMessage, Registration,
     RegistrationKind, SessionKey,
 };
+use super::runtime::{AgentRuntime, RuntimeMap};
 use crate::model::{Agent, Status, StatusCause};
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -102,6 +103,9 @@ pub struct State {
     /// count. Cumulative since the log's start (compaction keeps the drop
     /// events of live agents' messages; see `retention.rs`).
     pub(crate) drops: BTreeMap<Option<String>, BTreeMap<String, u64>>,
+    /// Registry-only runtime facts (endpoints, leases, outages) by agent.
+    /// Last field: snapshot format 4 appended it to format 3's payload.
+    pub(crate) runtime: RuntimeMap,
 }
 
 impl Default for State {
@@ -121,11 +125,20 @@ impl State {
             max_messages: max_messages.max(1),
             anomalies: 0,
             drops: BTreeMap::new(),
+            runtime: RuntimeMap::default(),
         }
     }
 
     pub fn agents(&self) -> &AgentMap {
         &self.agents
+    }
+    /// The runtime facts of `agent` (none recorded: `None`).
+    pub fn runtime(&self, agent: &str) -> Option<&AgentRuntime> {
+        self.runtime.get(agent)
+    }
+    /// Every agent's runtime facts, by name.
+    pub fn runtimes(&self) -> &RuntimeMap {
+        &self.runtime
     }
     pub fn agent(&self, name: &str) -> Option<&Agent> {
         self.agents.get(name)
@@ -245,7 +258,17 @@ impl State {
                 }
             }
             EventKind::AgentRemoved { agent } => {
+                self.runtime.forget(agent);
                 if self.agents.remove(agent).is_none() {
+                    self.anomalies += 1;
+                }
+            }
+            EventKind::Runtime(r) => {
+                // Only a registered agent has runtime facts; they are part
+                // of its entry, so they move its `last_event_lsn` (what
+                // `watch` changes and `latest` report).
+                let found = self.agents.update(r.agent(), |a| a.last_event_lsn = lsn);
+                if !found || !self.runtime.apply(at, r) {
                     self.anomalies += 1;
                 }
             }
@@ -289,6 +312,7 @@ impl State {
                 // The logged row has no registry-only fields (see
                 // `model::Agent`): clear them so the live fold equals a replay.
                 let mut row = a.as_ref().clone();
+                self.runtime.forget(&row.name);
                 row.display_name = None;
                 row.transport_client = None;
                 row.last_event_lsn = lsn;

@@ -4,6 +4,9 @@
 //! passes in (the `/proc` probe, which does I/O and means something only on
 //! the agent's own host, is `crate::probe::ProcProbe`, outside the registry).
 //!
+//! Then every attach lease (controller or observer) expired at `now` is
+//! released, actor the sweep (`registry::runtime`).
+//!
 //! For every agent that is not finished, in registration order:
 //! 1. Process identity (when the agent has a pid and the probe can tell):
 //!    the pid is gone, or its start time differs from `pid_start_time` →
@@ -156,11 +159,15 @@ pub fn sweep(
     policy: &SweepPolicy,
     probe: &dyn ProcessProbe,
 ) -> Vec<Event> {
-    state
+    let mut events: Vec<Event> = state
         .agents()
         .iter()
         .filter_map(|a| sweep_agent(a, now, policy, probe))
-        .collect()
+        .collect();
+    // Attach leases past their expiry end here too, each its own event with
+    // the sweep as actor (`registry::runtime`).
+    events.extend(state.expired_leases(now));
+    events
 }
 
 /// The process-identity half of the sweep, for the agents `probe` answers

@@ -38,7 +38,15 @@ fn health_readiness_agents_audit_and_events() {
         .find(|r| r["name"] == "w1")
         .unwrap()
         .clone();
-    assert_eq!(agents["agents"][0], w1);
+    // Over HTTP every reader only observes; the CLI's row says what its
+    // caller may do. Everything else is the same.
+    let mut api_row = agents["agents"][0].clone();
+    assert_eq!(api_row["actions"], serde_json::json!(["observe"]));
+    let mut w1 = w1;
+    for row in [&mut api_row, &mut w1] {
+        row.as_object_mut().unwrap().remove("actions");
+    }
+    assert_eq!(api_row, w1);
 
     s.ok(&[
         "status",
@@ -259,8 +267,11 @@ fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
             .starts_with(&second(N)[..19]),
         "{newest}"
     );
-    let listed = web.json("/api/agents");
+    let mut listed = web.json("/api/agents");
     assert_eq!(listed["agents"].as_array().unwrap().len(), 1);
+    // `/api/agents` also says what its (observer) reader may do.
+    let listed_row = listed["agents"][0].as_object_mut().unwrap();
+    assert_eq!(listed_row.remove("actions"), Some(json!(["observe"])));
     assert_eq!(&listed["agents"][0], newest);
 
     // EventSource's reconnect: after the last row seen, nothing changed but

@@ -110,3 +110,67 @@ fn the_live_page_shows_agents_updates_without_reload_and_escapes() {
     });
     assert!(audit[0].as_str().unwrap().contains("busy"), "{audit}");
 }
+
+/// The page's attach columns as `[name, controller, observers, outage]`.
+const ATTACH: &str = "return Array.from(document.querySelectorAll('#agents tbody tr')).map(\
+    tr => [tr.cells[0].textContent, tr.cells[7].textContent, tr.cells[8].textContent, \
+    tr.cells[9].textContent]);";
+
+#[test]
+fn the_live_page_shows_controller_observers_and_outages() {
+    let s = Store::new();
+    let gone = s.tmp.path().join("nobody-listens.sock");
+    let endpoint = format!("unix:{}", gone.display());
+    s.ok(&[
+        "register",
+        "alpha",
+        "--provider",
+        "claude",
+        "--cwd",
+        "/w",
+        "--endpoint",
+        &endpoint,
+    ]);
+    s.ok(&["register", "beta", "--provider", "codex", "--cwd", "/w"]);
+    let web = Web::start_with(&s.dir, &["--probe-every-ms", "100"]);
+    let browser = Browser::start();
+    browser.goto(&format!("{}/", web.base));
+    eventually("the live stream to connect", || {
+        let c = browser.eval("return document.getElementById('conn').textContent;");
+        (c == "live").then_some(())
+    });
+    s.ok(&["attach", "alpha", "--controller", "--client", "ui"]);
+    s.ok(&["attach", "alpha", "--observer", "--client", "dash"]);
+    s.ok(&["attach", "alpha", "--observer", "--client", "<b>tail</b>"]);
+    // The attach ended the outage the probe opened; the next probe opens
+    // another (nothing listens): the page shows it, and the leases.
+    let rows = eventually("the leases and the outage on the page", || {
+        let v = browser.eval(ATTACH);
+        let alpha = v.as_array()?.iter().find(|r| r[0] == "alpha")?.clone();
+        (alpha[1] == "ui" && alpha[3].as_str()?.starts_with("down since")).then_some(v)
+    });
+    let alpha = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0] == "alpha")
+        .unwrap();
+    assert_eq!(alpha[2], "<b>tail</b>, dash", "{rows}");
+    let beta = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r[0] == "beta")
+        .unwrap();
+    assert_eq!(beta, &json!(["beta", "", "", ""]));
+    assert_eq!(
+        browser.eval("return document.querySelectorAll('#agents b').length;"),
+        json!(0)
+    );
+    s.ok(&["detach", "alpha", "--client", "ui"]);
+    eventually("the controller to go", || {
+        let v = browser.eval(ATTACH);
+        let alpha = v.as_array()?.iter().find(|r| r[0] == "alpha")?.clone();
+        (alpha[1] == "").then_some(())
+    });
+}

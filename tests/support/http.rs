@@ -20,7 +20,14 @@ pub struct Web {
 
 impl Web {
     pub fn start(dir: &Path) -> Web {
-        let daemon = Daemon::start(dir, &["--http", "127.0.0.1:0"]);
+        Web::start_with(dir, &[])
+    }
+
+    /// [`Web::start`] with more `serve` arguments.
+    pub fn start_with(dir: &Path, args: &[&str]) -> Web {
+        let mut all = vec!["--http", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let daemon = Daemon::start(dir, &all);
         let mut c = Conn::try_connect(dir).expect("connect");
         let hello = c.call(json!({"id": 1, "method": "hello"}));
         let addr = hello["result"]["http"]

@@ -246,6 +246,7 @@ pub fn run(ops: &[Op], max_messages: usize) -> (State, Vec<Event>, Timestamp) {
                             },
                             display_name: Some(format!("Both {n}")),
                             transport_client: Some(client()),
+                            ..Default::default()
                         };
                         if let Ok(evs) = s.check_agent_update(agent, update, now) {
                             out.extend(evs);

@@ -6,6 +6,7 @@
 //! opened), `output` (tables, JSON, escaping, progress), `render` (an agent
 //! as JSON and as a row).
 
+pub mod attach;
 pub mod audit;
 pub mod check;
 pub mod compact;
@@ -94,6 +95,8 @@ pub(crate) fn run_command(w: &mut W, ui: &Ui, dir: PathBuf, command: Command) ->
         Command::Status(a) => status::run(w, &ui, dir, a)?,
         Command::Update(a) => update::run(w, &ui, dir, a)?,
         Command::Remove(a) => remove::run(w, &ui, dir, a)?,
+        Command::Attach(a) => attach::attach(w, &ui, dir, a)?,
+        Command::Detach(a) => attach::detach(w, &ui, dir, a)?,
         Command::Post(a) => post::run(w, &ui, dir, a)?,
         Command::Read(a) => read::run(w, &ui, dir, a)?,
         Command::Sessions(a) => sessions::run(w, &ui, dir, a)?,
@@ -130,6 +133,8 @@ fn commits_before_printing(command: &Command) -> bool {
             | Command::Status(_)
             | Command::Update(_)
             | Command::Remove(_)
+            | Command::Attach(_)
+            | Command::Detach(_)
             | Command::Post(_)
             | Command::Sessions(_)
             | Command::Sweep(_)

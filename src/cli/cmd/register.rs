@@ -27,6 +27,8 @@ pub struct Register {
     #[arg(long, value_name = "CLIENT", value_parser = client)]
     pub transport_client: Option<TransportClient>,
     #[command(flatten)]
+    pub endpoint: super::attach::EndpointFlags,
+    #[command(flatten)]
     pub at: At,
 }
 
@@ -34,9 +36,16 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Register) -> Result<ExitCode> {
     let mut reg = Registration::new(&a.name, &a.provider, &a.cwd);
     a.fields.apply_to(&mut reg);
     let at = a.at.checked()?;
-    let (lsn, kind) = with_store(&dir, |s| match a.transport_client {
-        Some(c) => Ok(s.register_via_transport(reg, c, at)?),
-        None => Ok(s.register(reg, at)?),
+    let endpoint = a.endpoint.into_updates();
+    let client = a.transport_client;
+    let (lsn, kind) = with_store(&dir, |s| {
+        if !endpoint.is_empty() {
+            return Ok(s.register_with(reg, client, endpoint, at)?);
+        }
+        match client {
+            Some(c) => Ok(s.register_via_transport(reg, c, at)?),
+            None => Ok(s.register(reg, at)?),
+        }
     })?;
     let kind = match kind {
         RegistrationKind::New => "new",

@@ -39,6 +39,13 @@ pub struct Serve {
     /// Seconds between sweeps (0: never)
     #[arg(long, value_name = "SECS", default_value_t = 5)]
     pub sweep_every: u64,
+    /// Probe agents' http:// and unix: endpoints this often, ms (0: never);
+    /// outages are recorded when they start and end
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub probe_every_ms: u64,
+    /// Give each endpoint probe this long, ms
+    #[arg(long, value_name = "MS", default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub probe_timeout_ms: u64,
     /// Republish registry.json after a change at most this often, ms (0: never)
     #[arg(long, value_name = "MS", default_value_t = 1000)]
     pub publish_every_ms: u64,
@@ -104,6 +111,8 @@ pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
         sweep_every: secs(a.sweep_every),
         publish_every: (a.publish_every_ms > 0).then(|| Duration::from_millis(a.publish_every_ms)),
         publish_lock_wait: Duration::from_secs(a.publish_lock_wait),
+        probe_every: (a.probe_every_ms > 0).then(|| Duration::from_millis(a.probe_every_ms)),
+        probe_timeout: Duration::from_millis(a.probe_timeout_ms),
         allow_uids: a.allow_uid.clone(),
         allow_gids: a.allow_gid.clone(),
         socket_mode: if group { 0o660 } else { 0o600 },

@@ -24,16 +24,16 @@ pub struct Show {
 /// `show NAME`: exit 1 "not found" for an unknown name.
 pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Show) -> Result<ExitCode> {
     let now = a.at.at.unwrap_or_else(Timestamp::now);
-    let s = inbox::show(&dir, &a.name, now)?;
+    let (s, rt) = inbox::show(&dir, &a.name, now)?;
     let ag = &s.agent;
+    let mut doc = render::agent_with_runtime(ag, rt.as_ref(), now, &render::viewer(&dir));
+    render::overlay_live_outage(&mut doc, &dir, &ag.name);
     if ui.json {
-        let mut doc = render::agent(ag);
         doc["unread"] = json!(s.unread);
         doc["sent"] = json!(s.sent);
         output::json(w, &doc)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let doc = render::agent(ag);
     let Some(fields) = doc.as_object() else {
         unreachable!("render::agent builds an object")
     };

@@ -24,6 +24,8 @@ pub struct Update {
     #[arg(long, value_name = "CLIENT", value_parser = client)]
     pub transport_client: Option<TransportClient>,
     #[command(flatten)]
+    pub endpoint: super::attach::EndpointFlags,
+    #[command(flatten)]
     pub at: At,
 }
 
@@ -33,6 +35,7 @@ pub fn run(w: &mut W, ui: &Ui, dir: PathBuf, a: Update) -> Result<ExitCode> {
         fields: a.fields.into_updates(),
         display_name: a.display_name,
         transport_client: a.transport_client,
+        endpoint: a.endpoint.into_updates(),
     };
     let lsns = with_store(&dir, |s| Ok(s.update_agent(&a.name, update, at)?))?;
     let last = lsns.last().copied().unwrap_or_default();

@@ -86,6 +86,18 @@ fn describe() {
         "Messages the live-message cap dropped, over the log's life."
     );
     describe_gauge!("agentlog_sessions_open", "Open logical sessions.");
+    describe_gauge!(
+        "agentlog_outages_open",
+        "Agents whose endpoint does not answer the daemon's probe (open outages)."
+    );
+    describe_gauge!(
+        "agentlog_leases",
+        "Attach leases held, by role (controller, observer)."
+    );
+    describe_counter!(
+        crate::daemon::reach::PROBE_FAILURES,
+        "Endpoint probes that failed since the daemon started."
+    );
     describe_gauge!("agentlog_connections", "Open socket connections.");
     describe_gauge!(
         "agentlog_watchers",
@@ -134,6 +146,18 @@ pub(crate) fn render(handle: &PrometheusHandle, shared: &Shared) -> ServeResult<
         let live = s.messages().len();
         (by_status, live, s.drops_total(), s.sessions().len(), lsn)
     });
+    let (outages, controllers, observers) = store.with_state(|s, _| {
+        let mut counts = (0u64, 0u64, 0u64);
+        for (_, rt) in s.runtimes().iter() {
+            counts.0 += u64::from(rt.outage.as_ref().is_some_and(|o| o.is_open()));
+            counts.1 += u64::from(rt.controller.is_some());
+            counts.2 += rt.observers.len() as u64;
+        }
+        counts
+    });
+    metrics::gauge!("agentlog_outages_open").set(outages as f64);
+    metrics::gauge!("agentlog_leases", "role" => "controller").set(controllers as f64);
+    metrics::gauge!("agentlog_leases", "role" => "observer").set(observers as f64);
     for (i, st) in Status::ALL.iter().enumerate() {
         let n = std::mem::take(&mut by_status[i]);
         metrics::gauge!("agentlog_agents", "status" => st.as_str()).set(n as f64);

@@ -257,7 +257,17 @@ async fn agents(State(http): State<Arc<Http>>) -> Response {
     let doc = blocking(move || {
         let d = shared.dispatch.clone();
         Ok(shared.store.with_state(|s, lsn| {
-            let rows: Vec<Value> = s.agents().iter().map(|a| d.agent_json(a)).collect();
+            let rows: Vec<Value> = s
+                .agents()
+                .iter()
+                .map(|a| {
+                    let mut row = d.agent_json(a);
+                    crate::registry::runtime::json::merge_into(&mut row, s.runtime(&a.name), a.pid);
+                    // HTTP serves only what an observer may see.
+                    row["actions"] = json!(["observe"]);
+                    row
+                })
+                .collect();
             json!({"lsn": lsn, "agents": rows})
         }))
     })

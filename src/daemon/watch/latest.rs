@@ -20,6 +20,7 @@
 use super::super::server::Shared;
 use super::super::Dispatch;
 use crate::model::Agent;
+use crate::registry::runtime::{json as runtime_json, AgentRuntime};
 use crate::registry::{Lsn, State};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -53,8 +54,8 @@ pub(super) struct Rows {
 /// is done there (a scan and clones), the JSON is built after.
 struct Look {
     lsn: Lsn,
-    /// Rows changed since `sent_through`.
-    changed: Vec<Agent>,
+    /// Rows changed since `sent_through`, with their runtime facts.
+    changed: Vec<(Agent, Option<AgentRuntime>)>,
     /// Agents the client knows that are gone.
     removed: Vec<String>,
     /// Every agent there is (first batch only).
@@ -73,11 +74,12 @@ impl Rows {
 
     fn look(&self, state: &State, lsn: Lsn) -> Look {
         let through = self.sent_through;
-        let (changed, there): (Vec<Agent>, usize) = match &self.agent {
+        let with_runtime = |a: &Agent| (a.clone(), state.runtime(&a.name).cloned());
+        let (changed, there): (Vec<_>, usize) = match &self.agent {
             Some(name) => match state.agent(name) {
                 Some(a) => (
                     (a.last_event_lsn > through)
-                        .then(|| a.clone())
+                        .then(|| with_runtime(a))
                         .into_iter()
                         .collect(),
                     1,
@@ -86,7 +88,10 @@ impl Rows {
             },
             None => {
                 let all = state.agents();
-                let changed = all.iter().filter(|a| a.last_event_lsn > through).cloned();
+                let changed = all
+                    .iter()
+                    .filter(|a| a.last_event_lsn > through)
+                    .map(with_runtime);
                 (changed.collect(), all.len())
             }
         };
@@ -107,7 +112,10 @@ impl Rows {
                 // changed since the last look (its row is new), so the known
                 // ones still there number `there - new`: scan for the
                 // missing only when some are.
-                let new = changed.iter().filter(|a| !known.contains(&a.name)).count();
+                let new = changed
+                    .iter()
+                    .filter(|(a, _)| !known.contains(&a.name))
+                    .count();
                 let removed = if there - new < known.len() {
                     let gone = known.iter().filter(|n| state.agent(n).is_none());
                     gone.cloned().collect()
@@ -133,16 +141,19 @@ impl Rows {
         d: &dyn Dispatch,
     ) -> Vec<Value> {
         let mut look = store.with_state(|s, lsn| self.look(s, lsn));
-        look.changed.sort_by_key(|a| a.last_event_lsn);
+        look.changed.sort_by_key(|(a, _)| a.last_event_lsn);
         let known = self.known.get_or_insert_with(HashSet::new);
         let mut out = Vec::with_capacity(look.changed.len() + look.removed.len() + 1);
-        for a in &look.changed {
+        for (a, rt) in &look.changed {
             let kind = if known.contains(&a.name) {
                 "updated"
             } else {
                 "added"
             };
-            let change = json!({"lsn": a.last_event_lsn, "type": kind, "agent": a.name, "row": d.agent_json(a)});
+            let mut row = d.agent_json(a);
+            runtime_json::merge_into(&mut row, rt.as_ref(), a.pid);
+            let change =
+                json!({"lsn": a.last_event_lsn, "type": kind, "agent": a.name, "row": row});
             out.push(json!({ "change": change }));
         }
         for name in look.removed {
@@ -153,7 +164,7 @@ impl Rows {
             out.push(json!({"present": {"lsn": look.lsn, "agents": names}}));
             known.extend(names);
         }
-        for a in look.changed {
+        for (a, _) in look.changed {
             known.insert(a.name);
         }
         self.sent_through = self.sent_through.max(look.lsn);

@@ -89,6 +89,14 @@ function fill(entry) {
   setAttr(entry.cells[4], "title", String(r.last_active || ""));
   setText(entry, 5, r.pid);
   setText(entry, 6, r.life);
+  const controller = r.owner && r.owner.controller;
+  setText(entry, 7, controller ? controller.client : "");
+  setAttr(entry.cells[7], "title", controller ? "until " + controller.expires_at : "");
+  setText(entry, 8, (r.observers || []).map((o) => o.client).join(", "));
+  const outage = r.outage && r.outage.open ? r.outage : null;
+  setText(entry, 9, outage ? "down since " + outage.first_failure + " (" + outage.failures + " failed)" : "");
+  setAttr(entry.cells[9], "title", outage ? String(outage.endpoint) + ": " + String(outage.error) : "");
+  setAttr(entry.cells[9], "className", outage ? "outage" : "");
 }
 
 function newEntry(name, row) {
@@ -96,7 +104,7 @@ function newEntry(name, row) {
   tr.dataset.agent = name;
   const status = el("span");
   const cells = [el("td", null, "name"), el("td"), status, el("td", null, "msg"),
-    el("td"), el("td"), el("td")];
+    el("td"), el("td"), el("td"), el("td"), el("td"), el("td")];
   const statusCell = el("td");
   statusCell.append(status);
   tr.append(cells[0], cells[1], statusCell, ...cells.slice(3));
@@ -237,8 +245,13 @@ function queueRender(delay) {
 // Whether `row` changes what the table shows of `before` beyond its last
 // activity.
 const SHOWN = ["name", "provider", "status", "status_message", "pid", "life", "display_name"];
+// Attachments and outages are objects: compared by their text.
+function attachments(r) {
+  return JSON.stringify([r.owner && r.owner.controller, r.observers, r.outage]);
+}
 function shows(before, row) {
-  return !before || !row || SHOWN.some((k) => before[k] !== row[k]);
+  return !before || !row || SHOWN.some((k) => before[k] !== row[k]) ||
+    attachments(before) !== attachments(row);
 }
 
 // A filter changed.
