@@ -10,7 +10,12 @@ mod daemon {
     mod access;
     mod clients;
     mod conformance;
+    mod authority;
+    mod compacted;
     mod crash;
+    mod namespace;
     mod protocol;
+    mod startup;
+    mod times;
     mod watch;
 }

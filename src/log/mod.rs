@@ -330,6 +330,14 @@ impl Log {
         &self.inner.dir
     }
 
+    /// The compaction generation (0: never compacted) and the first LSN
+    /// after the compacted range, cheaply (no segment is read): what a
+    /// reader compares to learn that a compaction rewrote the log under it.
+    pub fn compaction_point(&self) -> (u64, Lsn) {
+        let g = lock(&self.inner.gen);
+        (g.generation, g.compacted_end)
+    }
+
     /// Counts and LSN bounds.
     pub fn stats(&self) -> LogStats {
         let view = self.view();
