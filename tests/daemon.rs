@@ -13,6 +13,7 @@ mod daemon {
     mod authority;
     mod compacted;
     mod crash;
+    mod group;
     mod namespace;
     mod protocol;
     mod startup;

@@ -76,6 +76,8 @@ pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
     // Request times come from the clients (`--at`, their AGENTLOG_NOW), never
     // from the daemon's environment. Done before any thread starts.
     std::env::remove_var("AGENTLOG_NOW");
+    // A group-shared store's files, and the socket, keep its group.
+    crate::ops::sharing::inherit_group(dir);
     let opts = StoreOptions {
         export_path: Some(agentlog::StoreLayout::new(dir).registry_json()),
         ..StoreOptions::default()
