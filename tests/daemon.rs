@@ -8,10 +8,10 @@ mod support;
 
 mod daemon {
     mod access;
-    mod clients;
-    mod conformance;
     mod authority;
+    mod clients;
     mod compacted;
+    mod conformance;
     mod crash;
     mod group;
     mod namespace;

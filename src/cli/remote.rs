@@ -415,13 +415,16 @@ impl Dispatch for CliDispatch {
     }
 }
 
+/// An import's content and the parameters left for the command line.
+type SentContent = (Vec<u8>, Map<String, Value>);
+
 /// `import`'s `content` (the file's text, read by the client) taken out of
 /// `params`, with the client's `source` name for it standing in as `file`
 /// (only a name in messages: nothing opens it); `None` when absent.
 fn sent_content(
     method: &str,
     params: &Map<String, Value>,
-) -> Result<Option<(Vec<u8>, Map<String, Value>)>, ErrorReply> {
+) -> Result<Option<SentContent>, ErrorReply> {
     let usage = |msg: &str| ErrorReply::new(code::USAGE, msg, 2);
     let Some(content) = params.get("content").filter(|_| method == "import") else {
         return Ok(None);
