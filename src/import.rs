@@ -96,6 +96,10 @@ pub enum ImportError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{}: larger than the {} MiB an import reads", file.display(), MAX_IMPORT_BYTES >> 20)]
+    TooLarge { file: PathBuf },
+    #[error("{}: not a regular file (a daemon imports only regular files; the agentlog CLI reads anything else itself and sends its content)", file.display())]
+    NotRegular { file: PathBuf },
     #[error(transparent)]
     Lock(#[from] LockError),
     #[error("{}: malformed JSON at line {line}, column {column}: {message}", file.display())]
@@ -145,6 +149,23 @@ fn name_note(name: &Option<String>) -> String {
 
 pub type Result<T, E = ImportError> = std::result::Result<T, E>;
 
+/// The most an import reads from its input (256 MiB, a registry of several
+/// hundred thousand agents): a device such as `/dev/zero` or a pipe that
+/// never ends is refused at this size instead of filling memory.
+pub const MAX_IMPORT_BYTES: u64 = 256 << 20;
+
+/// Which inputs [`read_registry_bytes`] takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// Anything that reads (a pipe, `/dev/stdin`): the caller's own process
+    /// waits on it.
+    Any,
+    /// Only a regular file, whose reading ends by itself: what a daemon opens
+    /// for a client, since a pipe or a device could hold one of its threads
+    /// long after the client went away.
+    RegularOnly,
+}
+
 /// Reads `path` under a shared lock on `<path>.lock` (the lock the Rust
 /// writer's readers take) where that lock file exists and can be opened, and
 /// parses it; otherwise reads anyway (with a note when the lock file is
@@ -152,15 +173,55 @@ pub type Result<T, E = ImportError> = std::result::Result<T, E>;
 /// is never torn. Nothing is ever created beside the input. A missing file
 /// is an error: importing nothing by mistake should not look like success.
 pub fn read_registry_file(path: &Path, lock_timeout: Duration) -> Result<ParsedRegistry> {
-    let (sidecar, _) = crate::export::lock_paths(path);
-    let bytes = {
-        let _guard = FileLock::acquire_existing(&sidecar, LockMode::Shared, lock_timeout)?;
-        std::fs::read(path).map_err(|source| ImportError::Io {
-            file: path.to_path_buf(),
-            source,
-        })?
-    };
+    let bytes = read_registry_bytes(path, lock_timeout, InputKind::Any)?;
     parse_registry(&bytes, path)
+}
+
+/// The bytes of the registry file at `path`, read as [`read_registry_file`]
+/// reads them, at most [`MAX_IMPORT_BYTES`], and only from a regular file
+/// when `kind` says so. The file is opened without blocking (a FIFO with no
+/// writer does not hold the open) and its type is judged on the opened file,
+/// so a path swapped after a check cannot slip a device in.
+pub fn read_registry_bytes(
+    path: &Path,
+    lock_timeout: Duration,
+    kind: InputKind,
+) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = || path.to_path_buf();
+    let io = |source| ImportError::Io {
+        file: file(),
+        source,
+    };
+    let (sidecar, _) = crate::export::lock_paths(path);
+    let _guard = FileLock::acquire_existing(&sidecar, LockMode::Shared, lock_timeout)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if meta.is_file() {
+        if meta.len() > MAX_IMPORT_BYTES {
+            return Err(ImportError::TooLarge { file: file() });
+        }
+    } else if kind == InputKind::RegularOnly {
+        return Err(ImportError::NotRegular { file: file() });
+    } else {
+        // A pipe is read as it comes: blocking again, as any reader of it.
+        let flags = rustix::fs::fcntl_getfl(&f).map_err(|e| io(e.into()))?;
+        rustix::fs::fcntl_setfl(&f, flags - rustix::fs::OFlags::NONBLOCK)
+            .map_err(|e| io(e.into()))?;
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    f.take(MAX_IMPORT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_IMPORT_BYTES {
+        return Err(ImportError::TooLarge { file: file() });
+    }
+    Ok(bytes)
 }
 
 /// Parses a `registry.json` of schema 1–4. `source` only names the file in

@@ -30,6 +30,21 @@ pub struct TimeParseError {
 /// otherwise outlive leases and sort after every real event.
 pub const MAX_FUTURE_SKEW_MS: i64 = 5 * 60 * 1000;
 
+/// This process's clock for bounding write times: `$AGENTLOG_NOW` as it was
+/// when first asked (it stands in for the clock, README "Time"), else the
+/// system clock. A daemon's fast paths use it where the general path reads
+/// the same variable, so both refuse the same future times.
+pub fn process_clock() -> Timestamp {
+    static FIXED: std::sync::OnceLock<Option<Timestamp>> = std::sync::OnceLock::new();
+    FIXED
+        .get_or_init(|| {
+            std::env::var("AGENTLOG_NOW")
+                .ok()
+                .and_then(|v| Timestamp::parse_rfc3339(&v).ok())
+        })
+        .unwrap_or_else(Timestamp::now)
+}
+
 impl Timestamp {
     /// 0001-01-01T00:00:00Z, the earliest time text input accepts.
     pub const MIN_VALID: Timestamp = Timestamp(-62_135_596_800_000);

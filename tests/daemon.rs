@@ -9,10 +9,16 @@ mod support;
 mod daemon {
     mod access;
     mod attach;
+    mod authority;
     mod clients;
     mod coexist;
+    mod compacted;
     mod conformance;
     mod crash;
+    mod group;
+    mod namespace;
     mod protocol;
+    mod startup;
+    mod times;
     mod watch;
 }

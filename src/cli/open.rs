@@ -60,6 +60,60 @@ pub fn set_lock_timeout(t: Duration) {
     let _ = LOCK_TIMEOUT.set(t);
 }
 
+/// Set by `--no-daemon`: a direct writer waiting for the lock does not look
+/// for a daemon meanwhile.
+static NO_DAEMON: AtomicBool = AtomicBool::new(false);
+
+pub fn set_no_daemon(on: bool) {
+    NO_DAEMON.store(on, Ordering::Relaxed);
+}
+
+/// A daemon began serving the store while this command waited for the
+/// writer lock (it held the lock before its socket answered, or a new one
+/// started): the command is to go through it instead. Nothing was written.
+#[derive(Debug, thiserror::Error)]
+#[error("a daemon began serving {} while this command waited for the writer lock", .0.display())]
+pub struct DaemonAppeared(pub PathBuf);
+
+/// How often a waiting writer tries the lock and the socket again.
+const LOCK_POLL: Duration = Duration::from_millis(20);
+
+/// Opens the store for writing, waiting up to `--lock-timeout` for another
+/// writer's lock. Meanwhile the socket is tried at every poll: a daemon
+/// takes the lock before it binds its socket (and keeps it while it shuts
+/// down), so a client that found no socket may be waiting on exactly the
+/// daemon that is about to answer; then [`DaemonAppeared`] sends the
+/// command there.
+fn open_waiting(dir: &Path) -> Result<Store> {
+    let limit = LOCK_TIMEOUT.get().copied().unwrap_or_default();
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let mut opts = agentlog::store::StoreOptions::short_lived();
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        opts.log.lock_timeout = Some(left.min(LOCK_POLL));
+        match crate::ops::open_store_with(dir, false, opts) {
+            Err(e) if is_locked(&e) && !left.is_zero() => {
+                if !NO_DAEMON.load(Ordering::Relaxed)
+                    && std::os::unix::net::UnixStream::connect(agentlog::daemon::socket_path(dir))
+                        .is_ok()
+                {
+                    return Err(DaemonAppeared(dir.to_path_buf()).into());
+                }
+            }
+            r => return Ok(r?),
+        }
+    }
+}
+
+fn is_locked(e: &crate::ops::OpsError) -> bool {
+    matches!(
+        e,
+        crate::ops::OpsError::Store(agentlog::store::StoreError::Log(
+            agentlog::log::LogError::Locked { .. }
+        ))
+    )
+}
+
 /// Opens the store (taking the writer lock, waiting up to `--lock-timeout`
 /// for another writer), runs `f`, and closes it (syncing what `f` appended).
 /// Inside a daemon, runs `f` on the daemon's store instead.
@@ -67,9 +121,7 @@ pub fn with_store<T>(dir: &Path, f: impl FnOnce(&Store) -> Result<T>) -> Result<
     if let Some(store) = SERVED.with(|s| s.borrow().clone()) {
         return f(&store);
     }
-    let mut opts = agentlog::store::StoreOptions::short_lived();
-    opts.log.lock_timeout = LOCK_TIMEOUT.get().copied();
-    let store = crate::ops::open_store_with(dir, false, opts)?;
+    let store = open_waiting(dir)?;
     let out = f(&store);
     // A command runs once per process, so its folded state is left for the
     // exit to reclaim (`Store::close_before_exit`); only the first: a

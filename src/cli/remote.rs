@@ -90,13 +90,30 @@ pub(super) fn try_daemon(
     let client = match Client::connect(dir) {
         Ok(c) => c,
         Err(ClientError::NoDaemon(_)) => return Ok(None),
+        // A socket this user may not open (a group member before the
+        // socket had the store's group): what only reads is read directly,
+        // as the files allow; a write says why it cannot go through.
+        Err(ClientError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::PermissionDenied
+                && READ_ONLY.contains(&this_invocation()?.0.as_str()) =>
+        {
+            return Ok(None)
+        }
         Err(e) => return Err(e.into()),
     };
     let (method, mut params) = this_invocation()?;
-    if let Command::Log(a) = command {
-        if a.follow {
-            return follow(ui, dir, client, a.from).map(Some);
+    match command {
+        Command::Log(a) if a.follow => return follow(ui, dir, client, a.from).map(Some),
+        // Read-only commands that write a file the user names run here, so
+        // the file is written with the user's authority, never the daemon's.
+        Command::Export(cmd::export::Export { out: Some(_), .. })
+        | Command::Replay(cmd::replay::Replay {
+            export: Some(_), ..
+        }) => return Ok(None),
+        Command::Import(a) if !daemon_opens(dir, &a.file) => {
+            send_content(&mut params, &a.file)?;
         }
+        _ => {}
     }
     params.insert("render".into(), json!("text"));
     // This invocation's stand-in clock travels with it (README, "Time").
@@ -109,11 +126,41 @@ pub(super) fn try_daemon(
     Ok(Some(call_and_print(client, &method, params)?))
 }
 
+/// Whether the daemon may open `file` for this import itself: it runs as
+/// this user (the socket is its, [`agentlog::daemon::access`]) and `file`
+/// is a regular file (the daemon opens nothing else).
+fn daemon_opens(dir: &Path, file: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ours = std::fs::metadata(agentlog::daemon::socket_path(dir))
+        .is_ok_and(|m| m.uid() == rustix::process::geteuid().as_raw());
+    ours && std::fs::metadata(file).is_ok_and(|m| m.is_file())
+}
+
+/// Reads `file` here (bounded, as a direct import reads it) and puts its
+/// content in `params` in place of the path: the daemon then never opens
+/// what this user named. A file the import would refuse is refused here,
+/// with the same message, before anything is sent.
+fn send_content(params: &mut Map<String, Value>, file: &Path) -> Result<()> {
+    let bytes = agentlog::import::read_registry_bytes(
+        file,
+        std::time::Duration::from_secs(10),
+        agentlog::import::InputKind::Any,
+    )?;
+    agentlog::import::parse_registry(&bytes, file)?;
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("{}: not UTF-8 text", file.display()))?;
+    let name = params.remove("file").unwrap_or_else(|| json!(file));
+    params.insert("source".into(), name);
+    params.insert("content".into(), json!(text));
+    Ok(())
+}
+
 fn call_and_print(
     mut client: Client,
     method: &str,
     params: Map<String, Value>,
 ) -> Result<ExitCode> {
+    let params_had_content = params.contains_key("content");
     match client.call(method, Value::Object(params)) {
         Ok(reply) => {
             let text = reply.result["text"].as_str().unwrap_or_default();
@@ -125,6 +172,12 @@ fn call_and_print(
         }
         Err(ClientError::Server(e)) => {
             eprintln!("agentlog: {}", e.message);
+            if e.code == code::LINE_TOO_LONG && params_had_content {
+                eprintln!(
+                    "agentlog: the file's content is sent in one request; a larger file \
+                     is imported by the daemon's own user, whose path the daemon opens"
+                );
+            }
             Ok(ExitCode::from(e.exit))
         }
         Err(e) => Err(e.into()),
@@ -292,6 +345,11 @@ impl Dispatch for CliDispatch {
             return get(store, params);
         }
         let usage = |msg: String| ErrorReply::new(code::USAGE, msg, 2);
+        let (content, params) = match sent_content(method, params)? {
+            Some((bytes, rest)) => (Some(bytes), std::borrow::Cow::Owned(rest)),
+            None => (None, std::borrow::Cow::Borrowed(params)),
+        };
+        let params = params.as_ref();
         if method == "log" && params.get("follow").is_some_and(|f| f != &json!(false)) {
             return Err(usage(
                 "log: `follow` is not a request: use the `watch` method".into(),
@@ -321,7 +379,11 @@ impl Dispatch for CliDispatch {
         let (ran, stderr) = output::capturing_errors(|| {
             args::with_client_clock(client_clock, || {
                 serving(store.clone(), || {
-                    run_command(&mut buf, &ui, self.dir.clone(), cli.command)
+                    let run = || run_command(&mut buf, &ui, self.dir.clone(), cli.command);
+                    match content {
+                        Some(bytes) => cmd::import::with_sent_content(bytes, run),
+                        None => run(),
+                    }
                 })
             })
         });
@@ -357,6 +419,48 @@ impl Dispatch for CliDispatch {
     fn agent_json(&self, agent: &Agent) -> Value {
         render::agent(agent)
     }
+
+    fn path_param(&self, _method: &str, params: &Map<String, Value>) -> Option<String> {
+        PATHS
+            .iter()
+            .find(|k| params.contains_key(**k))
+            .map(|k| k.to_string())
+    }
+}
+
+/// An import's content and the parameters left for the command line.
+type SentContent = (Vec<u8>, Map<String, Value>);
+
+/// `import`'s `content` (the file's text, read by the client) taken out of
+/// `params`, with the client's `source` name for it standing in as `file`
+/// (only a name in messages: nothing opens it); `None` when absent.
+fn sent_content(
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<Option<SentContent>, ErrorReply> {
+    let usage = |msg: &str| ErrorReply::new(code::USAGE, msg, 2);
+    let Some(content) = params.get("content").filter(|_| method == "import") else {
+        return Ok(None);
+    };
+    let Value::String(text) = content else {
+        return Err(usage(
+            "import: `content` must be a string (the file's text)",
+        ));
+    };
+    if params.contains_key("file") {
+        return Err(usage(
+            "import: pass `file` (a path the daemon opens) or `content` (the file's text), not both",
+        ));
+    }
+    let mut rest = params.clone();
+    rest.remove("content");
+    let source = match rest.remove("source") {
+        None => json!("(content sent by the client)"),
+        Some(Value::String(s)) => json!(s),
+        Some(_) => return Err(usage("import: `source` must be a string (the file's name)")),
+    };
+    rest.insert("file".into(), source);
+    Ok(Some((text.clone().into_bytes(), rest)))
 }
 
 /// `get`: one agent's row (`list --json`'s form), from the served state.
@@ -478,6 +582,28 @@ pub(super) fn stream(ui: &Ui, client: Client, params: Value, as_log: bool) -> Re
                 scalar(&c["type"]),
                 scalar(&c["agent"])
             )?,
+            WatchItem::Compacted(c) if ui.json => {
+                output::json_line(&mut out, &json!({"compacted": c}))?
+            }
+            WatchItem::Compacted(c) => {
+                let rows = c["rows"].as_array().map_or(&[][..], Vec::as_slice);
+                writeln!(
+                    out,
+                    "{:>8}  compacted  records before lsn {} were compacted; the registry there has {} agents:",
+                    c["lsn"].as_u64().unwrap_or(0),
+                    c["resume_from"].as_u64().unwrap_or(0),
+                    rows.len()
+                )?;
+                for row in rows {
+                    writeln!(
+                        out,
+                        "{:>8}  {:<8} {}",
+                        c["lsn"].as_u64().unwrap_or(0),
+                        "present",
+                        scalar(&row["name"])
+                    )?;
+                }
+            }
             WatchItem::Error(e) if ui.json => output::json_line(&mut out, &json!({"error": e}))?,
             WatchItem::Error(e) => writeln!(
                 out,

@@ -1,6 +1,9 @@
 //! Who may write (docs/behaviour.md §6): the daemon's own uid, root, and the uids and
 //! gids `serve` was told to allow; every other peer is an observer that may
-//! only call read-only methods.
+//! only call read-only methods. A path in a request is acted on only for
+//! the daemon's own uid ([`Access::may_name_paths`]): anyone else's client
+//! opens the file itself and sends what it read, so no peer borrows the
+//! daemon's authority over the file system.
 
 use super::Peer;
 
@@ -35,6 +38,25 @@ impl Access {
         peer.uid == 0 || peer.uid == self.owner_uid
     }
 
+    /// Whether the daemon may open or create a file at a path `peer` names
+    /// (`export --out`, `replay --export`, `import FILE`): only for its own
+    /// uid, whose authority it holds anyway. Not even root's: the daemon
+    /// would act with less authority than root asked with.
+    pub fn may_name_paths(&self, peer: &Peer) -> bool {
+        peer.uid == self.owner_uid
+    }
+
+    /// The message of the `forbidden` error for a path parameter.
+    pub fn path_refusal(&self, peer: &Peer, method: &str, param: &str) -> String {
+        format!(
+            "`{method}` names a path (`{param}`), and the daemon opens or creates files only \
+             for its own uid {}, not for uid {}: the client opens the file itself (the \
+             agentlog CLI does so) and sends its content (`import`), or runs the read-only \
+             command directly (`export --out`, `replay --export`)",
+            self.owner_uid, peer.uid
+        )
+    }
+
     /// The message of the `forbidden` error.
     pub fn refusal(&self, peer: &Peer, method: &str) -> String {
         format!(
@@ -63,5 +85,9 @@ mod tests {
         assert!(a.may_write(&p(2000, 50)));
         assert!(!a.may_write(&p(2000, 51)));
         assert!(a.refusal(&p(2000, 51), "heartbeat").contains("uid 2000"));
+        assert!(a.may_name_paths(&p(1000, 1)));
+        for other in [p(0, 0), p(1001, 1), p(2000, 50)] {
+            assert!(!a.may_name_paths(&other), "{other:?}");
+        }
     }
 }

@@ -205,6 +205,9 @@ pub enum WatchItem {
     Change(Value),
     /// An error inside the stream (the stream goes on).
     Error(Value),
+    /// The watch began inside a compacted range: the registry there
+    /// (`rows`, as of `lsn`) to restart from; the stream goes on after it.
+    Compacted(Value),
     /// The watcher fell behind; reconnect with `from` = this LSN.
     Lagged(u64),
 }
@@ -238,6 +241,8 @@ impl Iterator for Watch {
             WatchItem::Event(e.clone())
         } else if let Some(c) = doc.get("change") {
             WatchItem::Change(c.clone())
+        } else if let Some(c) = doc.get("compacted") {
+            WatchItem::Compacted(c.clone())
         } else if let Some(l) = doc.get("lagged") {
             self.done = true;
             WatchItem::Lagged(l["resume_from"].as_u64().unwrap_or(0))

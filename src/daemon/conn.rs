@@ -15,8 +15,9 @@
 //! pipelined batch). Lines already in the read buffer are taken without
 //! arming the idle timer, and watchers are woken once per drained buffer
 //! rather than once per heartbeat. Anything else about a line (another
-//! method, an unknown key, a `null`, a bad time) takes the general path,
-//! which answers it exactly as before, after the held replies.
+//! method, an unknown key, a `null`, a bad time, a time more than 5 minutes
+//! after the clock) takes the general path, which answers it exactly as
+//! before, after the held replies.
 //!
 //! On a replica a lazy heartbeat joins the host's heartbeat batch and its
 //! reply waits in the connection's [`super::replica::Pipeline`] for the
@@ -339,6 +340,28 @@ where
     T::deserialize(d).map(Some)
 }
 
+/// `at`, unless it lies more than [`crate::time::MAX_FUTURE_SKEW_MS`] after
+/// the clock: the hot path leaves such a heartbeat to the general path, and
+/// there [`FastHeartbeat::run`] refuses it (`force_time` and `clock` are the
+/// dispatcher's, which bounds them the same way), against the clock the
+/// dispatcher reads (`$AGENTLOG_NOW` when set, else the system clock).
+fn in_bounds(at: Timestamp) -> Option<Timestamp> {
+    let clock = crate::time::process_clock();
+    (!at.is_beyond(clock, crate::time::MAX_FUTURE_SKEW_MS)).then_some(at)
+}
+
+/// The refusal of a write time beyond [`in_bounds`], worded as the CLI's
+/// (`cli::args::not_in_future`), whose flags the parameters mirror.
+fn future_refusal(at: Timestamp) -> ErrorReply {
+    let clock = crate::time::process_clock();
+    let msg = format!(
+        "--at {at} is more than {} minutes after the clock ({clock}); \
+         pass --force-time if that future time is really meant",
+        crate::time::MAX_FUTURE_SKEW_MS / 60_000
+    );
+    ErrorReply::new(code::USAGE, msg, 2)
+}
+
 pub struct HotHeartbeat<'a> {
     pub(crate) id: Value,
     pub(crate) name: Cow<'a, str>,
@@ -357,7 +380,7 @@ impl<'a> HotHeartbeat<'a> {
             return None;
         }
         let at = match p.at {
-            Some(t) => Some(Timestamp::parse_rfc3339(&t).ok()?),
+            Some(t) => Some(in_bounds(Timestamp::parse_rfc3339(&t).ok()?)?),
             None => None,
         };
         Some(HotHeartbeat {
@@ -454,6 +477,12 @@ async fn answer(
         let msg = shared.access.refusal(peer, &method);
         return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
     }
+    if let Some(param) = d.path_param(&method, &params) {
+        if !shared.access.may_name_paths(peer) {
+            let msg = shared.access.path_refusal(peer, &method, &param);
+            return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
+        }
+    }
     if method == "read" && params.contains_key("wait") {
         let out = super::watch::read_when_mail(shared, peer, params, sock).await;
         shared.committed.notify_waiters();
@@ -537,6 +566,9 @@ impl FastHeartbeat {
     }
 
     async fn run(self, shared: &Arc<Shared>, peer: &Peer) -> super::Outcome {
+        if let Some(at) = self.at.filter(|&t| in_bounds(t).is_none()) {
+            return Err(future_refusal(at));
+        }
         if let Some(replica) = &shared.replica {
             let lsn = replica
                 .heartbeat(peer.origin(), &self.name, self.pid, self.at, self.durable)
@@ -595,6 +627,12 @@ mod tests {
         assert_eq!((hb.name.as_str(), hb.pid, hb.durable), ("w", Some(5), true));
         let p = json!({"name": "w", "render": "text"});
         assert!(FastHeartbeat::parse(p.as_object().unwrap()).is_none());
+        // A future time is refused when it runs, as the CLI refuses it.
+        let p = json!({"name": "w", "at": "9999-12-31T00:00:00Z", "durable": true});
+        let hb = FastHeartbeat::parse(p.as_object().unwrap()).unwrap();
+        let e = future_refusal(hb.at.unwrap());
+        assert_eq!((e.code.as_str(), e.exit), (code::USAGE, 2));
+        assert!(e.message.contains("more than 5 minutes after the clock"));
     }
 
     /// The hot path takes only the plain lazy heartbeat; everything else
@@ -617,6 +655,7 @@ mod tests {
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","pid":-1}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","render":"text"}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","at":"yesterday"}}"#,
+            r#"{"id":1,"method":"heartbeat","params":{"name":"a","at":"9999-12-31T00:00:00Z"}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":"a","name":"b"}}"#,
             r#"{"id":1,"method":"heartbeat","params":{"name":""}}"#,
             r#"{"id":1,"method":"heartbeat","params":null}"#,

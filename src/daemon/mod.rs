@@ -172,6 +172,12 @@ pub trait Dispatch: Send + Sync + 'static {
     fn event_json(&self, lsn: Lsn, event: &Event, origin: Option<Origin>) -> Value;
     /// An agent row as `watch` changes carry it (`list --json`'s row).
     fn agent_json(&self, agent: &Agent) -> Value;
+    /// The parameter of `method` that names a file the daemon would open
+    /// or create, if `params` has one: allowed only for the daemon's own uid
+    /// ([`access::Access::may_name_paths`]).
+    fn path_param(&self, _method: &str, _params: &Map<String, Value>) -> Option<String> {
+        None
+    }
 }
 
 /// Settings of `agentlog serve`.

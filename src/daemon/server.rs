@@ -80,6 +80,17 @@ fn bind(path: &Path, mode: u32) -> ServeResult<UnixListener> {
     let listener = UnixListener::bind(path).map_err(ServeError::file("binding", path))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(ServeError::file("setting the mode of", path))?;
+    // A group-shared store's socket is for the directory's group, whatever
+    // the daemon's primary group is (a set-group-ID directory already gave
+    // it that group; an older store's may not have).
+    if mode & 0o070 != 0 {
+        if let Some(dir) = path.parent().and_then(|d| std::fs::metadata(d).ok()) {
+            let group = rustix::fs::Gid::from_raw(dir.gid());
+            if let Err(e) = rustix::fs::chown(path, None, Some(group)) {
+                tracing::warn!(socket = %path.display(), error = %e, "cannot give the socket the store's group");
+            }
+        }
+    }
     Ok(listener)
 }
 

@@ -18,6 +18,16 @@
 //! replica's placeholders for sequences the stream's compaction deleted)
 //! are not sent unless asked for by kind: a local log has no such records.
 //!
+//! Compaction rewrites the log under a watcher: records of retired agents
+//! go, with no event saying so. A changes watcher notices the new
+//! generation before its next read, folds the compacted log up to where it
+//! is, and sends a `removed` change (and an `updated` one, should a kept row
+//! differ) for what the compaction retired, at its position. A watch asked
+//! to start inside the compacted range (a client resuming from before the
+//! compaction) would otherwise skip what was dropped there without a word:
+//! it first gets a `compacted` item with the registry as of the range's last
+//! LSN (the rows to restart from) and continues after the range.
+//!
 //! With `latest` (`latest`) nothing is read from the log: the producer
 //! sends the rows that changed in the served state, at most once per
 //! `latest::TICK`.
@@ -131,6 +141,70 @@ struct Cursor {
     filter: Filter,
     /// The registry folded up to `next - 1` (changes mode only).
     fold: Option<State>,
+    /// The log's compaction generation `fold` was folded from.
+    generation: u64,
+}
+
+/// After a compaction rewrote the log (a new generation since the cursor's),
+/// a changes cursor refolds the compacted log up to where it is and returns
+/// the changes from its old fold to that one: the agents the compaction
+/// retired, `removed` at `next - 1`.
+fn compaction_changes(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> Option<Group> {
+    let (generation, _) = store.log().compaction_point();
+    if generation == c.generation {
+        return None;
+    }
+    c.generation = generation;
+    let old = c.fold.as_ref()?;
+    let at = c.next.saturating_sub(1);
+    let new = match store.state_at(Until::Lsn(at)) {
+        Ok(s) => s,
+        Err(e) => {
+            let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
+            return Some(vec![json!({"error": err})]);
+        }
+    };
+    let watched = |name: &str| c.filter.agent.as_deref().is_none_or(|a| a == name);
+    let mut names: Vec<&str> = old.agents().iter().map(|a| a.name.as_str()).collect();
+    names.extend(new.agents().iter().map(|a| a.name.as_str()));
+    names.sort_unstable();
+    names.dedup();
+    let group: Group = names
+        .into_iter()
+        .filter(|n| watched(n))
+        .filter_map(|n| change_doc(d, at, n, old.agent(n), new.agent(n)))
+        .collect();
+    c.fold = Some(new);
+    (!group.is_empty()).then_some(group)
+}
+
+/// The `compacted` item for a watch from `from` inside the compacted range
+/// `[1, end)`, and the registry as of `end - 1` it carries (its rows, under
+/// the agent filter): what a client resuming from there restarts from,
+/// since records it has not seen were dropped. `None` when `from` is 1 (the
+/// compacted log read whole is the history) or at or after `end`.
+fn compacted_item(
+    store: &Store,
+    d: &dyn super::Dispatch,
+    filter: &Filter,
+    from: Lsn,
+) -> Result<Option<(Group, State, Lsn)>, ErrorReply> {
+    let (generation, end) = store.log().compaction_point();
+    if generation == 0 || from <= 1 || from >= end {
+        return Ok(None);
+    }
+    let through = end - 1;
+    let state = store
+        .state_at(Until::Lsn(through))
+        .map_err(|e| ErrorReply::from_error(&e, false))?;
+    let rows: Vec<Value> = state
+        .agents()
+        .iter()
+        .filter(|a| filter.agent.as_deref().is_none_or(|n| n == a.name))
+        .map(|a| d.agent_json(a))
+        .collect();
+    let item = json!({"compacted": {"lsn": through, "resume_from": end, "rows": rows}});
+    Ok(Some((vec![item], state, end)))
 }
 
 /// The change from `before` to `after` of agent `name` at `lsn`, if any.
@@ -196,8 +270,11 @@ fn read_chunk(
     d: &dyn super::Dispatch,
     c: &mut Cursor,
 ) -> (Vec<(Lsn, Group)>, usize) {
-    let view = store.view();
     let mut out = Vec::new();
+    if let Some(group) = compaction_changes(store, d, c) {
+        out.push((c.next, group));
+    }
+    let view = store.view();
     let mut read = 0;
     for rec in view.iter_from(c.next).take(CHUNK) {
         let rec = match rec {
@@ -290,18 +367,36 @@ pub(crate) async fn open(
     let filter = Filter::parse(params)?;
     let head = shared.store.applied_lsn();
     let from = filter.from.unwrap_or(head + 1).max(1);
-    let fold = if filter.changes && !filter.latest {
-        let store = shared.store.clone();
-        match tokio::task::spawn_blocking(move || store.state_at(Until::Lsn(from - 1))).await {
-            Ok(Ok(s)) => Some(s),
-            Ok(Err(e)) => return Err(ErrorReply::from_error(&e, false)),
-            Err(e) => {
-                let msg = format!("internal error starting the watch: {e}");
-                return Err(ErrorReply::new(code::FAILED, msg, 1));
-            }
+    let generation = shared.store.log().compaction_point().0;
+    let (store, d, f) = (
+        shared.store.clone(),
+        shared.dispatch.clone(),
+        filter.clone(),
+    );
+    let start = tokio::task::spawn_blocking(move || {
+        if f.latest {
+            return Ok((None, None, from));
         }
-    } else {
-        None
+        if let Some((item, state, next)) = compacted_item(&store, d.as_ref(), &f, from)? {
+            return Ok((Some(item), f.changes.then_some(state), next));
+        }
+        let fold = match f.changes {
+            true => Some(
+                store
+                    .state_at(Until::Lsn(from - 1))
+                    .map_err(|e| ErrorReply::from_error(&e, false))?,
+            ),
+            false => None,
+        };
+        Ok((None, fold, from))
+    })
+    .await;
+    let (compacted, fold, next) = match start {
+        Ok(r) => r?,
+        Err(e) => {
+            let msg = format!("internal error starting the watch: {e}");
+            return Err(ErrorReply::new(code::FAILED, msg, 1));
+        }
     };
     let (tx, items) = mpsc::channel::<Group>(shared.opts.watch_buffer.max(1));
     let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
@@ -311,10 +406,15 @@ pub(crate) async fn open(
         tokio::spawn(latest::produce(shared.clone(), rows, tx))
     } else {
         let cursor = Cursor {
-            next: from,
+            next,
             filter,
             fold,
+            generation,
         };
+        if let Some(item) = compacted {
+            // Fits: the channel holds at least one group and is empty.
+            let _ = tx.try_send(item);
+        }
         tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()))
     };
     Ok(Stream {

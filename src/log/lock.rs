@@ -1,7 +1,9 @@
 //! The writer lock: an exclusive `flock` (std's `File::try_lock`) on the log
 //! directory itself and on `<dir>/LOCK`, which holds the writer's pid. Held
 //! for the life of the `Log` (released when the files are closed, also when
-//! the process dies). Readers never take it.
+//! the process dies). Readers never take it. The writer also holds an
+//! open-file-description lock on `LOCK`: the presence mark readers probe
+//! ([`writer_present`]) from any pid namespace.
 //!
 //! Invariants: the directory lock is what excludes a second writer, so
 //! deleting `LOCK` (a common way to clear a "stale" lock) does not let one
@@ -130,6 +132,12 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
     file.write_all_at(line.as_bytes(), 0)
         .and_then(|_| file.set_len(line.len() as u64))
         .map_err(|e| LogError::io(&path, e))?;
+    // The presence mark readers probe (see `writer_present`). Only this
+    // writer holds the flocks, so nobody else holds it; a kernel without
+    // OFD locks leaves readers to `/proc/locks`.
+    if let Err(e) = super::mmap::ofd_lock(&file, true) {
+        tracing::debug!(lock = %path.display(), error = %e, "no OFD presence lock");
+    }
     Ok(LockFile {
         _dir: dir_file,
         _file: file,
@@ -138,13 +146,28 @@ pub(crate) fn acquire(dir: &Path, timeout: Option<Duration>) -> Result<LockFile>
 
 /// Does a process hold the writer lock of `dir` right now? Asked by readers,
 /// which must not take the lock even briefly (a writer opening at that
-/// instant would fail with `Locked`): the answer comes from the kernel's
-/// table of `flock`s (`/proc/locks`), matched by the `LOCK` file's inode.
+/// instant would fail with `Locked`). A writer also holds an
+/// open-file-description lock on `LOCK`, which `F_OFD_GETLK` sees from any
+/// pid namespace (a container beside the writer) without taking anything.
+/// When that probe finds none (a writer of an older agentlog, or a kernel
+/// without OFD locks), the kernel's table of `flock`s (`/proc/locks`),
+/// matched by the `LOCK` file's inode, decides; it hides the locks of
+/// processes outside the reader's pid namespace, hence the probe first.
 /// When the table cannot be read the answer is "yes", the cautious one: a
 /// reader then only ignores the newest segment's unfinished tail.
 pub(crate) fn writer_present(dir: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(md) = std::fs::metadata(dir.join("LOCK")) else {
+    let path = dir.join("LOCK");
+    let probe = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&path);
+    if let Ok(probe) = &probe {
+        if super::mmap::ofd_lock_held(probe).unwrap_or(false) {
+            return true;
+        }
+    }
+    let Ok(md) = std::fs::metadata(&path) else {
         return false; // no writer ever opened this log
     };
     // One large read: each read(2) of /proc/locks takes the kernel's lock
@@ -185,6 +208,23 @@ mod tests {
         let e = acquire(dir.path(), None).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
         assert_eq!(std::fs::read(&target).unwrap(), b"do not truncate");
+    }
+
+    /// The probe sees a writer of this very process (a daemon's own
+    /// `verify`), and probing drops nothing: POSIX locks would fail both.
+    #[test]
+    fn the_presence_probe_sees_the_writer_and_takes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!writer_present(dir.path()));
+        let held = acquire(dir.path(), None).unwrap();
+        for _ in 0..3 {
+            assert!(writer_present(dir.path()));
+        }
+        let probe = File::open(dir.path().join("LOCK")).unwrap();
+        assert!(super::super::mmap::ofd_lock_held(&probe).unwrap());
+        drop(held);
+        assert!(!super::super::mmap::ofd_lock_held(&probe).unwrap());
+        let _again = acquire(dir.path(), None).unwrap();
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The only `unsafe` code of agentlog: memory maps of segment files, the
-//! raw syscalls the log needs (`fallocate`, the `FIEMAP` ioctl), `wait4`
+//! raw syscalls the log needs (`fallocate`, the `FIEMAP` ioctl, the writer's
+//! open-file-description lock and its probe), `wait4`
 //! for `bench cli` (a child's peak RSS; std and rustix offer no rusage of
 //! one child), and the `pre_exec` hook that ties a spawned server's life to
 //! its spawning thread (the servers of `bench cluster` and the tests); these
@@ -195,6 +196,54 @@ pub(crate) fn punch_hole(file: &File, off: u64, len: u64) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// An open-file-description lock over all of `file` (`F_OFD_SETLK`): the
+/// writer's presence mark, which readers probe with [`ofd_lock_held`].
+/// Unlike `/proc/locks` the probe sees it from any pid namespace, and unlike
+/// a POSIX lock it is neither dropped when another descriptor of the file in
+/// this process closes nor invisible to readers in this process. `exclusive`
+/// needs `file` open for writing.
+pub(crate) fn ofd_lock(file: &File, exclusive: bool) -> io::Result<()> {
+    let typ = if exclusive {
+        libc::F_WRLCK
+    } else {
+        libc::F_RDLCK
+    };
+    let mut lock = whole_file(typ);
+    // SAFETY: plain syscall on a valid open fd with a valid `flock`.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut lock) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Whether an open file description other than `file`'s holds a lock on
+/// `file` that an exclusive one would conflict with (`F_OFD_GETLK`: a pure
+/// query, nothing is taken). `file` may be open read-only.
+pub(crate) fn ofd_lock_held(file: &File) -> io::Result<bool> {
+    let mut lock = whole_file(libc::F_WRLCK);
+    // SAFETY: plain syscall on a valid open fd with a valid `flock`, which
+    // the kernel fills in.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) };
+    if rc == 0 {
+        Ok(i32::from(lock.l_type) != libc::F_UNLCK)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn whole_file(typ: libc::c_int) -> libc::flock {
+    libc::flock {
+        l_type: typ as libc::c_short,
+        l_whence: libc::SEEK_SET as libc::c_short,
+        l_start: 0,
+        l_len: 0,
+        // Must be 0 for the OFD commands.
+        l_pid: 0,
     }
 }
 

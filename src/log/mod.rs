@@ -330,6 +330,14 @@ impl Log {
         &self.inner.dir
     }
 
+    /// The compaction generation (0: never compacted) and the first LSN
+    /// after the compacted range, cheaply (no segment is read): what a
+    /// reader compares to learn that a compaction rewrote the log under it.
+    pub fn compaction_point(&self) -> (u64, Lsn) {
+        let g = lock(&self.inner.gen);
+        (g.generation, g.compacted_end)
+    }
+
     /// Counts and LSN bounds.
     pub fn stats(&self) -> LogStats {
         let view = self.view();
@@ -357,6 +365,10 @@ impl Log {
     }
 
     /// Seal the active segment now and start a new one (no-op if it is empty).
+    /// Compaction seals this way before it rewrites, so the successor takes
+    /// no room compaction's output needs: one already prepared (its space
+    /// was taken before) or else one of the least size (a record's worth),
+    /// never one sized to the free space. The next rotation sizes normally.
     pub fn seal_active(&self) -> Result<()> {
         let inner = &*self.inner;
         inner.check_poison()?;
@@ -364,7 +376,7 @@ impl Log {
         if w.write_off == SEG_HDR {
             return Ok(());
         }
-        inner.rotate(&mut w, 0)
+        inner.rotate_sized(&mut w, 0, Successor::Least)
     }
 
     /// Sync, leave the tail hint for the next open (see `tail.rs`) and
@@ -556,6 +568,11 @@ impl Inner {
     /// Seal the active segment and install the next one, with room for a
     /// record or batch of `need` bytes (writer lock held).
     fn rotate(&self, w: &mut Writer, need: usize) -> Result<()> {
+        self.rotate_sized(w, need, Successor::Fitting)
+    }
+
+    /// [`Inner::rotate`] with the successor's size chosen by `successor`.
+    fn rotate_sized(&self, w: &mut Writer, need: usize, successor: Successor) -> Result<()> {
         let ahead = w.prepared.take().map(|h| {
             h.join().unwrap_or_else(|_| {
                 Err(LogError::InvalidArgument(
@@ -579,7 +596,12 @@ impl Inner {
                     + need.max(self.opts.max_record_size as usize)
                     + REC_HDR
                     + seal::SEAL_RESERVE) as u64;
-                let mut size = segment::fitting_size(&self.dir, self.opts.segment_size, least);
+                let mut size = match successor {
+                    Successor::Fitting => {
+                        segment::fitting_size(&self.dir, self.opts.segment_size, least)
+                    }
+                    Successor::Least => least.div_ceil(4096) * 4096,
+                };
                 if let Some(b) = &self.budget {
                     // The fault-injection budget stands in for free space.
                     let left = b.load(Ordering::Acquire).max(0) as u64 / 4096 * 4096;
@@ -687,4 +709,15 @@ impl Inner {
         }
         Ok(last)
     }
+}
+
+/// How large a rotation's new segment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Successor {
+    /// The configured segment size, or the free space when less
+    /// ([`segment::fitting_size`]).
+    Fitting,
+    /// The least that holds one record: for a seal that makes room
+    /// (compaction), which must not take the space it is about to need.
+    Least,
 }

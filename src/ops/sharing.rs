@@ -4,6 +4,13 @@
 //! what keeps private messages private, so opening a store whose directory
 //! others can enter warns. The binary's policy, not the library's: a library
 //! user keeps its own umask and makes its own directories.
+//!
+//! A shared store's files belong to the directory's group, whoever writes
+//! them: its folders carry the set-group-ID bit, so every file and folder
+//! created in them (segments, snapshots, locks, the daemon's socket) takes
+//! the folder's group, not the writer's primary one. [`inherit_group`] sets
+//! that up on a store made before, and gives the group back the files its
+//! owner created with another.
 
 use std::fs::{DirBuilder, Permissions};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -20,11 +27,21 @@ pub enum Sharing {
 }
 
 impl Sharing {
-    /// The store directory's mode.
+    /// The store directory's mode (permission bits).
     pub fn dir_mode(self) -> u32 {
         match self {
             Sharing::Private => 0o700,
             Sharing::Group => 0o750,
+        }
+    }
+
+    /// The mode a store directory is created with: [`Sharing::dir_mode`],
+    /// plus set-group-ID when shared, so what is created in it keeps its
+    /// group.
+    fn created_mode(self) -> u32 {
+        match self {
+            Sharing::Private => self.dir_mode(),
+            Sharing::Group => self.dir_mode() | SET_GID,
         }
     }
 
@@ -61,9 +78,54 @@ pub fn create_store_dir(dir: &Path, sharing: Sharing) -> std::io::Result<()> {
         std::fs::create_dir_all(parent)?;
     }
     match DirBuilder::new().mode(sharing.dir_mode()).create(dir) {
-        Ok(()) => std::fs::set_permissions(dir, Permissions::from_mode(sharing.dir_mode())),
+        Ok(()) => std::fs::set_permissions(dir, Permissions::from_mode(sharing.created_mode())),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+/// The set-group-ID bit of a directory's mode.
+const SET_GID: u32 = 0o2000;
+
+/// For a group-shared store in `dir`: gives every folder this process owns
+/// the set-group-ID bit, and every file or folder it owns the directory's
+/// group where it has another (what a writer whose primary group differs
+/// created before), so the group can read all of it and what is created
+/// later keeps that group. Nothing for a private store. What cannot be
+/// changed (not the owner, not a member of the group) is left as it is,
+/// with a warning: the store still works for its owner.
+pub fn inherit_group(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(top) = std::fs::metadata(dir) else {
+        return;
+    };
+    if Sharing::of_dir(dir) != Sharing::Group {
+        return;
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let group = rustix::fs::Gid::from_raw(top.gid());
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(p) = todo.pop() {
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        if m.is_dir() {
+            if let Ok(entries) = std::fs::read_dir(&p) {
+                todo.extend(entries.filter_map(|e| e.ok()).map(|e| e.path()));
+            }
+        }
+        if m.uid() != me || m.file_type().is_symlink() {
+            continue;
+        }
+        if m.gid() != top.gid() {
+            if let Err(e) = rustix::fs::chown(&p, None, Some(group)) {
+                tracing::warn!(file = %p.display(), error = %e, "cannot give the file the store's group");
+            }
+        }
+        let mode = m.permissions().mode();
+        if m.is_dir() && mode & SET_GID == 0 {
+            let _ = std::fs::set_permissions(&p, Permissions::from_mode(mode & 0o7777 | SET_GID));
+        }
     }
 }
 

@@ -131,7 +131,27 @@ impl Store {
     /// names an agent that is registered here and not finished (see the
     /// module docs for the merge rule).
     pub fn import_registry(&self, path: &Path) -> StoreResult<ImportReport> {
-        let parsed = import::read_registry_file(path, IMPORT_LOCK_TIMEOUT)?;
+        self.import_registry_from(path, import::InputKind::Any)
+    }
+
+    /// [`Store::import_registry`] reading only the inputs `kind` allows (a
+    /// daemon takes only regular files), at most
+    /// [`import::MAX_IMPORT_BYTES`].
+    pub fn import_registry_from(
+        &self,
+        path: &Path,
+        kind: import::InputKind,
+    ) -> StoreResult<ImportReport> {
+        let bytes = import::read_registry_bytes(path, IMPORT_LOCK_TIMEOUT, kind)?;
+        self.import_registry_bytes(&bytes, path)
+    }
+
+    /// [`Store::import_registry`] of a file's content that the caller read
+    /// (a daemon's client sends it); `file` only names it in messages and
+    /// in the report.
+    pub fn import_registry_bytes(&self, bytes: &[u8], file: &Path) -> StoreResult<ImportReport> {
+        let path = file;
+        let parsed = import::parse_registry(bytes, path)?;
         let schema_version = parsed.schema_version;
         let events = import::to_events(parsed, Timestamp::now());
         let mut replaced = Vec::new();

@@ -328,6 +328,10 @@ def watch_item(doc):
         return doc["change"]
     if "present" in doc:
         return {"present": doc["present"]}
+    if "compacted" in doc:
+        # The watch began inside a compacted range: the rows to restart
+        # from (PROTOCOL.md, "Watch").
+        return {"compacted": doc["compacted"]}
     if "lagged" in doc:
         raise Lagged(doc["lagged"]["resume_from"])
     if "error" in doc:

@@ -36,7 +36,7 @@ pub mod verify;
 pub mod watch;
 
 use super::args::{Cli, Command};
-use super::open::{set_lock_timeout, store_dir};
+use super::open::{set_lock_timeout, set_no_daemon, store_dir, DaemonAppeared};
 use super::output::{self, Ui, W};
 use crate::ops::sharing::Sharing;
 use anyhow::Result;
@@ -68,9 +68,23 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     if let Some(code) = crate::cli::remote::try_daemon(&ui, &dir, &command, cli.no_daemon)? {
         return Ok(code);
     }
+    set_no_daemon(cli.no_daemon);
     let commits = commits_before_printing(&command);
     let mut out = output::Out::new(std::io::stdout().lock(), commits);
-    let code = run_command(&mut out, &ui, dir, command)?;
+    let code = match run_command(&mut out, &ui, dir.clone(), command) {
+        // A daemon took over while this write waited for its lock: the
+        // command, which wrote nothing, goes there (parsed again from this
+        // process's arguments, as the daemon path always does).
+        Err(e) if e.downcast_ref::<DaemonAppeared>().is_some() => {
+            drop(out);
+            let again = <Cli as clap::Parser>::try_parse_from(std::env::args_os())?;
+            return match crate::cli::remote::try_daemon(&ui, &dir, &again.command, false)? {
+                Some(code) => Ok(code),
+                None => Err(e),
+            };
+        }
+        r => r?,
+    };
     out.flush()?;
     if let Some(e) = out.failure() {
         // The command committed before printing: exit 0 as it succeeded,

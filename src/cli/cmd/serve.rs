@@ -86,7 +86,12 @@ pub struct Serve {
 pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
     // Request times come from the clients (`--at`, their AGENTLOG_NOW), never
     // from the daemon's environment. Done before any thread starts.
+    // The heartbeat fast paths bound `at` by the clock the daemon started
+    // with (its `$AGENTLOG_NOW`, captured here, else the system clock).
+    let _ = agentlog::time::process_clock();
     std::env::remove_var("AGENTLOG_NOW");
+    // A group-shared store's files, and the socket, keep its group.
+    crate::ops::sharing::inherit_group(dir);
     let opts = StoreOptions {
         export_path: Some(agentlog::StoreLayout::new(dir).registry_json()),
         export_schema: agentlog::store::config::registry_schema(dir)
