@@ -23,6 +23,7 @@
 //! batch's sequence, so one connection keeps many in flight; the replies
 //! go out in request order whenever no further request is buffered.
 
+use super::deadline::Timed;
 use super::durable::Held;
 use super::frame::{self, Frame};
 use super::server::Shared;
@@ -40,7 +41,9 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
-pub(crate) type Writer = BufWriter<OwnedWriteHalf>;
+/// A connection's output: buffered, and failing once the peer has read
+/// nothing for the write timeout ([`super::deadline`]).
+pub(crate) type Writer = BufWriter<Timed<OwnedWriteHalf>>;
 
 /// A parsed request line.
 pub struct Request {
@@ -131,16 +134,17 @@ impl Drop for Wake<'_> {
     }
 }
 
-/// Serves one connection until it ends.
-pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
-    let peer = peer_of(&stream);
+/// Serves one connection of `peer` (who may write if `writer`: decided once,
+/// at accept) until it ends.
+pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, writer: bool) {
     let (rd, wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(64 << 10, rd);
+    let wr = Timed::new(wr, shared.opts.write_timeout);
     let mut wr = BufWriter::with_capacity(64 << 10, wr);
     let mut shutdown = shared.shutdown.clone();
     let mut line = Vec::new();
     // Who the peer is does not change: decided once per connection.
-    let hot = shared.dispatch.knows("heartbeat") && shared.access.may_write(&peer);
+    let hot = shared.dispatch.knows("heartbeat") && writer;
     let mut reply = Vec::with_capacity(128);
     let mut wake = Wake {
         committed: &shared.committed,
@@ -282,8 +286,8 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             }
             return super::watch::run(wr, req, shared.clone(), peer).await;
         }
-        let sock = wr.get_ref().as_ref();
-        let mut doc = match answer(&shared, &peer, req.method, req.params, sock).await {
+        let sock = wr.get_ref().get_ref().as_ref();
+        let mut doc = match answer(&shared, &peer, writer, req.method, req.params, sock).await {
             Ok((result, 0)) => json!({"id": req.id, "result": result}),
             Ok((result, exit)) => json!({"id": req.id, "result": result, "exit": exit}),
             Err(e) => error_doc(req.id, &e),
@@ -436,12 +440,13 @@ impl<'a> HotHeartbeat<'a> {
 async fn answer(
     shared: &Arc<Shared>,
     peer: &Peer,
+    writer: bool,
     method: String,
     params: Map<String, Value>,
     sock: &UnixStream,
 ) -> super::Outcome {
     if method == "hello" {
-        return Ok((hello(shared, peer), 0));
+        return Ok((hello(shared, peer, writer), 0));
     }
     let d = &shared.dispatch;
     if !d.knows(&method) {
@@ -449,7 +454,7 @@ async fn answer(
         return Err(ErrorReply::new(code::UNKNOWN_METHOD, msg, 2));
     }
     let writes = !d.read_only(&method);
-    if writes && !shared.access.may_write(peer) {
+    if writes && !writer {
         let msg = shared.access.refusal(peer, &method);
         return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
     }
@@ -480,7 +485,7 @@ async fn answer(
     out
 }
 
-fn hello(shared: &Shared, peer: &Peer) -> Value {
+fn hello(shared: &Shared, peer: &Peer, writer: bool) -> Value {
     json!({
         "protocol": PROTOCOL_VERSION,
         "server": format!("agentlog {}", env!("CARGO_PKG_VERSION")),
@@ -488,7 +493,7 @@ fn hello(shared: &Shared, peer: &Peer) -> Value {
         "last_lsn": shared.store.applied_lsn(),
         "pid": std::process::id(),
         "peer": peer,
-        "writer": shared.access.may_write(peer),
+        "writer": writer,
         "connections": shared.connections.load(Ordering::Relaxed),
         "watchers_lagged": shared.lagged.load(Ordering::Relaxed),
         "http": shared.http_addr.map(|a| a.to_string()),

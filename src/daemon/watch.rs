@@ -4,11 +4,15 @@
 //! writer never waits for a watcher).
 //!
 //! A producer task reads chunks of records (on the blocking pool), filters
-//! them (agent, kinds) or folds them into registry changes, and puts the
-//! lines into a bounded channel of `watch_buffer` items; this connection's
-//! task writes them out. When the buffer stays full for [`LAG_GRACE`] the
-//! producer stops and records the first LSN not queued: the writer sends the
-//! queued lines, then `lagged` with that LSN, and closes the connection.
+//! them (agent, kinds) or folds them into registry changes, encodes them
+//! there ([`Item`]), and queues them, bounded twice: at most `watch_buffer`
+//! groups and at most [`WATCH_BYTES`] encoded bytes, so a watcher that never
+//! reads costs a known amount of memory whatever its items weigh. This
+//! connection's task writes them out. When the queue stays full for
+//! [`LAG_GRACE`] the producer stops and records the first LSN not queued:
+//! the writer sends the queued lines, then `lagged` with that LSN, and
+//! closes the connection; a peer that reads nothing meanwhile is dropped
+//! after the write timeout (`super::deadline`).
 //!
 //! Items go in *groups*, the items of one record (one LSN), queued and
 //! written whole: a replica's `HeartbeatBatch` (docs/scaling.md §5) is sent
@@ -49,8 +53,75 @@ pub const LAG_GRACE: Duration = Duration::from_millis(500);
 /// Records read per producer step.
 const CHUNK: usize = 1024;
 
-/// The items of one record (one LSN): queued, written and lagged as one.
-pub(crate) type Group = Vec<Value>;
+/// Encoded bytes a watcher may have queued (besides `watch_buffer` groups).
+pub const WATCH_BYTES: usize = 1 << 20;
+
+/// One watch item, encoded by the producer: its key (`event`, `change`,
+/// `error`, `present`), the LSN it carries, and its object as JSON.
+pub(crate) struct Item {
+    pub key: String,
+    pub lsn: Option<Lsn>,
+    pub body: String,
+}
+
+impl Item {
+    /// The item `{"KEY": {...}}`.
+    pub fn new(doc: Value) -> Item {
+        match doc {
+            Value::Object(m) if m.len() == 1 => {
+                let (key, v) = m.into_iter().next().expect("one entry");
+                Item {
+                    key,
+                    lsn: v.get("lsn").and_then(Value::as_u64),
+                    body: v.to_string(),
+                }
+            }
+            other => Item {
+                key: "error".into(),
+                lsn: None,
+                body: other.to_string(),
+            },
+        }
+    }
+
+    /// The socket's line for this item on the watch with request id `id`:
+    /// `{"KEY": {...}, "id": ID}`.
+    fn line(&self, id: &str) -> String {
+        let key = Value::String(self.key.clone());
+        format!("{{{key}:{},\"id\":{id}}}\n", self.body)
+    }
+}
+
+/// The items of one record (one LSN): queued, written and lagged as one;
+/// its bytes count against the watcher's [`WATCH_BYTES`] until it is taken.
+pub(crate) struct Group {
+    pub items: Vec<Item>,
+    _bytes: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Group {
+    fn bytes(items: &[Item]) -> u32 {
+        let n: usize = items.iter().map(|i| i.body.len() + i.key.len()).sum();
+        n.clamp(1, WATCH_BYTES) as u32
+    }
+
+    /// `items`, once the watcher's budget has room for them (`None`: the
+    /// budget is gone, the watch ended).
+    pub(super) async fn reserve(
+        items: Vec<Item>,
+        budget: &Arc<tokio::sync::Semaphore>,
+    ) -> Option<Group> {
+        let permit = budget
+            .clone()
+            .acquire_many_owned(Group::bytes(&items))
+            .await
+            .ok()?;
+        Some(Group {
+            items,
+            _bytes: Some(permit),
+        })
+    }
+}
 
 /// What a watcher asked for.
 #[derive(Debug, Clone, Default)]
@@ -173,13 +244,13 @@ fn fold_change(
 }
 
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns each record's
-/// group of lines with the LSN to resume from if it is not sent, and how
+/// group of items with the LSN to resume from if it is not sent, and how
 /// many records were read (0: the watcher is at the head).
 fn read_chunk(
     store: &Store,
     d: &dyn super::Dispatch,
     c: &mut Cursor,
-) -> (Vec<(Lsn, Group)>, usize) {
+) -> (Vec<(Lsn, Vec<Value>)>, usize) {
     let view = store.view();
     let mut out = Vec::new();
     let mut read = 0;
@@ -204,7 +275,7 @@ fn read_chunk(
                 continue;
             }
         };
-        let group: Group = match (&mut c.fold, &event.kind) {
+        let group: Vec<Value> = match (&mut c.fold, &event.kind) {
             // Beat by beat, as the fold applies a batch: one change per
             // heartbeat, as a local daemon's one record per heartbeat gives.
             (Some(state), EventKind::HeartbeatBatch { beats }) => beats
@@ -249,7 +320,28 @@ pub(crate) struct Stream {
     pub items: mpsc::Receiver<Group>,
     lagged: Arc<Mutex<Option<Lsn>>>,
     producer: tokio::task::JoinHandle<()>,
-    shared: Arc<Shared>,
+    _slot: Slot,
+}
+
+/// One open watch, counted against `max_watchers` while it lives.
+struct Slot(Arc<Shared>);
+
+impl Slot {
+    fn take(shared: &Arc<Shared>) -> Result<Slot, ErrorReply> {
+        let n = shared.watchers.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(shared.clone());
+        if n >= shared.opts.max_watchers {
+            let msg = format!("too many watchers ({n} open): try again later");
+            return Err(ErrorReply::new(code::TOO_MANY_CONNECTIONS, msg, 1));
+        }
+        Ok(slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.watchers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Stream {
@@ -262,7 +354,6 @@ impl Stream {
 impl Drop for Stream {
     fn drop(&mut self) {
         self.producer.abort();
-        self.shared.watchers.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -272,6 +363,7 @@ pub(crate) async fn open(
     params: &Map<String, Value>,
 ) -> Result<Stream, ErrorReply> {
     let filter = Filter::parse(params)?;
+    let slot = Slot::take(shared)?;
     let head = shared.store.applied_lsn();
     let from = filter.from.unwrap_or(head + 1).max(1);
     let fold = if filter.changes && !filter.latest {
@@ -288,25 +380,25 @@ pub(crate) async fn open(
         None
     };
     let (tx, items) = mpsc::channel::<Group>(shared.opts.watch_buffer.max(1));
+    let budget = Arc::new(tokio::sync::Semaphore::new(WATCH_BYTES));
     let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
-    shared.watchers.fetch_add(1, Ordering::AcqRel);
     let producer = if filter.latest {
         let rows = latest::Rows::new(from, filter.agent);
-        tokio::spawn(latest::produce(shared.clone(), rows, tx))
+        tokio::spawn(latest::produce(shared.clone(), rows, tx, budget))
     } else {
         let cursor = Cursor {
             next: from,
             filter,
             fold,
         };
-        tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()))
+        tokio::spawn(produce(shared.clone(), cursor, tx, budget, lagged.clone()))
     };
     Ok(Stream {
         from,
         items,
         lagged,
         producer,
-        shared: shared.clone(),
+        _slot: slot,
     })
 }
 
@@ -326,13 +418,14 @@ pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer
     if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
         return;
     }
+    let id_json = id.to_string();
     while let Some(group) = stream.items.recv().await {
-        for mut doc in group {
-            doc["id"] = id.clone();
-            if send(&mut wr, &doc).await.is_err() {
+        for item in &group.items {
+            if wr.write_all(item.line(&id_json).as_bytes()).await.is_err() {
                 return;
             }
         }
+        drop(group);
         if stream.items.is_empty() && wr.flush().await.is_err() {
             return;
         }
@@ -353,6 +446,7 @@ async fn produce(
     shared: Arc<Shared>,
     mut cursor: Cursor,
     tx: mpsc::Sender<Group>,
+    budget: Arc<tokio::sync::Semaphore>,
     lagged: Arc<Mutex<Option<Lsn>>>,
 ) {
     let mut shutdown = shared.shutdown.clone();
@@ -365,22 +459,35 @@ async fn produce(
         }
         let (store, d) = (shared.store.clone(), shared.dispatch.clone());
         let step = tokio::task::spawn_blocking(move || {
-            let items = read_chunk(&store, d.as_ref(), &mut cursor);
-            (items, cursor)
+            let (groups, read) = read_chunk(&store, d.as_ref(), &mut cursor);
+            let encoded: Vec<(Lsn, Vec<Item>)> = groups
+                .into_iter()
+                .map(|(lsn, g)| (lsn, g.into_iter().map(Item::new).collect()))
+                .collect();
+            ((encoded, read), cursor)
         })
         .await;
         let Ok(((items, read), c)) = step else { return };
         cursor = c;
+        let lag = |resume| {
+            *lagged.lock().unwrap_or_else(|e| e.into_inner()) = Some(resume);
+            shared
+                .lagged
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
         for (resume, item) in items {
-            match tx.send_timeout(item, LAG_GRACE).await {
+            // Both bounds (bytes, then groups) within the one grace period.
+            let deadline = Instant::now() + LAG_GRACE;
+            let group = match tokio::time::timeout_at(deadline, Group::reserve(item, &budget)).await
+            {
+                Ok(Some(g)) => g,
+                Ok(None) => return,
+                Err(_) => return lag(resume),
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tx.send_timeout(group, left).await {
                 Ok(()) => {}
-                Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
-                    *lagged.lock().unwrap_or_else(|e| e.into_inner()) = Some(resume);
-                    shared
-                        .lagged
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return;
-                }
+                Err(mpsc::error::SendTimeoutError::Timeout(_)) => return lag(resume),
                 Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
             }
         }
