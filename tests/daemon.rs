@@ -11,6 +11,7 @@ mod daemon {
     mod clients;
     mod conformance;
     mod crash;
+    mod hostile;
     mod protocol;
     mod watch;
 }
