@@ -45,6 +45,9 @@ use tokio::sync::Notify;
 /// nothing for the write timeout ([`super::deadline`]).
 pub(crate) type Writer = BufWriter<Timed<OwnedWriteHalf>>;
 
+/// Line buffer capacity a connection keeps after a longer request.
+const KEPT_LINE: usize = 16 << 10;
+
 /// A parsed request line.
 pub struct Request {
     pub id: Value,
@@ -167,6 +170,11 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
             let msg = "the daemon is shutting down";
             return fail(&mut wr, ErrorReply::new(code::SHUTTING_DOWN, msg, 1)).await;
         }
+        // One long request does not keep its buffer for the connection's life.
+        if line.capacity() > KEPT_LINE {
+            line.clear();
+            line.shrink_to(KEPT_LINE);
+        }
         let idle = shared.opts.idle_timeout;
         let read = if buffered {
             // A whole line is buffered: no wait, so no timer and no select.
@@ -270,6 +278,7 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+
         let req = match parse(&line) {
             Ok(r) => r,
             Err((id, e)) => {

@@ -102,7 +102,8 @@ impl Drop for Counted {
 }
 
 /// Descriptors kept for the store (log segments, snapshots, exports, the
-/// blocking pool's files, NATS) beyond the connection caps.
+/// blocking pool's files, NATS) beyond the connection caps (a quarter of a
+/// smaller limit).
 const RESERVED_FDS: usize = 128;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit, and fits the caps of
@@ -123,7 +124,8 @@ fn fit_descriptors(opts: &mut ServeOptions) {
         }
     }
     let fds = lim.current.map_or(usize::MAX, |n| n as usize);
-    let share = fds.saturating_sub(RESERVED_FDS) / 8;
+    let reserved = RESERVED_FDS.min(fds / 4);
+    let share = (fds.saturating_sub(reserved) / 8).max(1);
     opts.max_observers = opts.max_observers.min(share);
     opts.http_max_connections = opts.http_max_connections.min(share);
     opts.max_watchers = opts.max_watchers.min(share);

@@ -244,13 +244,15 @@ fn fold_change(
 }
 
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns each record's
-/// group of items with the LSN to resume from if it is not sent, and how
-/// many records were read (0: the watcher is at the head).
+/// group of items with the LSN to resume from if it is not sent, how many
+/// records were read (0: the watcher is at the head), and whether the log
+/// could not be read (the last group is that error: the watch ends after it
+/// rather than repeat it).
 fn read_chunk(
     store: &Store,
     d: &dyn super::Dispatch,
     c: &mut Cursor,
-) -> (Vec<(Lsn, Vec<Value>)>, usize) {
+) -> (Vec<(Lsn, Vec<Value>)>, usize, bool) {
     let view = store.view();
     let mut out = Vec::new();
     let mut read = 0;
@@ -260,8 +262,7 @@ fn read_chunk(
             Err(e) => {
                 let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
                 out.push((c.next, vec![json!({"error": err})]));
-                read = 0;
-                break;
+                return (out, 0, true);
             }
         };
         read += 1;
@@ -309,7 +310,7 @@ fn read_chunk(
             out.push((lsn, group));
         }
     }
-    (out, read)
+    (out, read, false)
 }
 
 /// An open watch: its first LSN and its items as they are produced. When
@@ -318,9 +319,18 @@ fn read_chunk(
 pub(crate) struct Stream {
     pub from: Lsn,
     pub items: mpsc::Receiver<Group>,
-    lagged: Arc<Mutex<Option<Lsn>>>,
+    ended: Arc<Mutex<Option<End>>>,
     producer: tokio::task::JoinHandle<()>,
     _slot: Slot,
+}
+
+/// Why a producer stopped early.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    /// The watcher lagged: the first LSN not sent.
+    Lagged(Lsn),
+    /// The log could not be read: the error was the last item.
+    Failed,
 }
 
 /// One open watch, counted against `max_watchers` while it lives.
@@ -347,7 +357,18 @@ impl Drop for Slot {
 impl Stream {
     /// The first LSN not sent, if the watcher lagged.
     pub fn lagged(&self) -> Option<Lsn> {
-        *self.lagged.lock().unwrap_or_else(|e| e.into_inner())
+        match *self.ended.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(End::Lagged(lsn)) => Some(lsn),
+            _ => None,
+        }
+    }
+
+    /// Whether the stream ended on a log read error (its last item).
+    pub fn failed(&self) -> bool {
+        matches!(
+            *self.ended.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(End::Failed)
+        )
     }
 }
 
@@ -368,7 +389,16 @@ pub(crate) async fn open(
     let from = filter.from.unwrap_or(head + 1).max(1);
     let fold = if filter.changes && !filter.latest {
         let store = shared.store.clone();
-        match tokio::task::spawn_blocking(move || store.state_at(Until::Lsn(from - 1))).await {
+        // From the head (a watch from now): a copy of the served state, not
+        // a fold of the whole log.
+        let fold = move || {
+            let served = store.with_state(|s, lsn| (lsn == from - 1).then(|| s.clone()));
+            match served {
+                Some(s) => Ok(s),
+                None => store.state_at(Until::Lsn(from - 1)),
+            }
+        };
+        match tokio::task::spawn_blocking(fold).await {
             Ok(Ok(s)) => Some(s),
             Ok(Err(e)) => return Err(ErrorReply::from_error(&e, false)),
             Err(e) => {
@@ -381,7 +411,7 @@ pub(crate) async fn open(
     };
     let (tx, items) = mpsc::channel::<Group>(shared.opts.watch_buffer.max(1));
     let budget = Arc::new(tokio::sync::Semaphore::new(WATCH_BYTES));
-    let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
+    let ended: Arc<Mutex<Option<End>>> = Arc::default();
     let producer = if filter.latest {
         let rows = latest::Rows::new(from, filter.agent);
         tokio::spawn(latest::produce(shared.clone(), rows, tx, budget))
@@ -391,12 +421,12 @@ pub(crate) async fn open(
             filter,
             fold,
         };
-        tokio::spawn(produce(shared.clone(), cursor, tx, budget, lagged.clone()))
+        tokio::spawn(produce(shared.clone(), cursor, tx, budget, ended.clone()))
     };
     Ok(Stream {
         from,
         items,
-        lagged,
+        ended,
         producer,
         _slot: slot,
     })
@@ -431,13 +461,16 @@ pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer
         }
     }
     let last = match stream.lagged() {
-        Some(resume) => json!({"id": id, "lagged": {"resume_from": resume}}),
-        None => error_doc(
+        _ if stream.failed() => None,
+        Some(resume) => Some(json!({"id": id, "lagged": {"resume_from": resume}})),
+        None => Some(error_doc(
             id,
             &ErrorReply::new(code::SHUTTING_DOWN, "the daemon is shutting down", 1),
-        ),
+        )),
     };
-    let _ = send(&mut wr, &last).await;
+    if let Some(last) = last {
+        let _ = send(&mut wr, &last).await;
+    }
     let _ = wr.flush().await;
     let _ = wr.shutdown().await;
 }
@@ -447,7 +480,7 @@ async fn produce(
     mut cursor: Cursor,
     tx: mpsc::Sender<Group>,
     budget: Arc<tokio::sync::Semaphore>,
-    lagged: Arc<Mutex<Option<Lsn>>>,
+    ended: Arc<Mutex<Option<End>>>,
 ) {
     let mut shutdown = shared.shutdown.clone();
     loop {
@@ -459,18 +492,20 @@ async fn produce(
         }
         let (store, d) = (shared.store.clone(), shared.dispatch.clone());
         let step = tokio::task::spawn_blocking(move || {
-            let (groups, read) = read_chunk(&store, d.as_ref(), &mut cursor);
+            let (groups, read, failed) = read_chunk(&store, d.as_ref(), &mut cursor);
             let encoded: Vec<(Lsn, Vec<Item>)> = groups
                 .into_iter()
                 .map(|(lsn, g)| (lsn, g.into_iter().map(Item::new).collect()))
                 .collect();
-            ((encoded, read), cursor)
+            ((encoded, read, failed), cursor)
         })
         .await;
-        let Ok(((items, read), c)) = step else { return };
+        let Ok(((items, read, failed), c)) = step else {
+            return;
+        };
         cursor = c;
         let lag = |resume| {
-            *lagged.lock().unwrap_or_else(|e| e.into_inner()) = Some(resume);
+            *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(End::Lagged(resume));
             shared
                 .lagged
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -490,6 +525,11 @@ async fn produce(
                 Err(mpsc::error::SendTimeoutError::Timeout(_)) => return lag(resume),
                 Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
             }
+        }
+        if failed {
+            // The error was the last item: the stream ends after it.
+            *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(End::Failed);
+            return;
         }
         if read > 0 {
             continue;

@@ -131,6 +131,10 @@ pub(super) async fn events(
     let rest = stream::unfold(Some(watch), move |state| async move {
         let mut watch: watch::Stream = state?;
         let Some(item) = watch.items.recv().await else {
+            if watch.failed() {
+                // Its last item was the log's error: nothing to add.
+                return None;
+            }
             let last = match watch.lagged() {
                 Some(resume) => Event::default()
                     .event("lagged")
