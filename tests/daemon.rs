@@ -16,6 +16,7 @@ mod daemon {
     mod conformance;
     mod crash;
     mod group;
+    mod hostile;
     mod namespace;
     mod protocol;
     mod startup;

@@ -9,5 +9,6 @@ mod support;
 mod http {
     mod api;
     mod browser;
+    mod guard;
     mod metrics;
 }

@@ -393,10 +393,21 @@ impl Dispatch for CliDispatch {
                 return Err(ErrorReply::new(code::MAIL_TAKEN, e.to_string(), 1))
             }
             Err(e) => {
-                return Err(ErrorReply::from_error(
-                    &*e,
-                    e.downcast_ref::<Usage>().is_some(),
-                ))
+                let mut reply = ErrorReply::from_error(&*e, e.downcast_ref::<Usage>().is_some());
+                // The operations' error forwards a registry refusal whole
+                // (`transparent`), so the chain above cannot see it.
+                let refused = e.chain().any(|c| {
+                    matches!(
+                        c.downcast_ref::<crate::ops::OpsError>(),
+                        Some(crate::ops::OpsError::Store(
+                            agentlog::store::StoreError::Registry(_)
+                        ))
+                    )
+                });
+                if refused && reply.code == code::FAILED {
+                    reply.code = code::REFUSED.to_string();
+                }
+                return Err(reply);
             }
         };
         let exit = if code == ExitCode::SUCCESS { 0 } else { 1 };

@@ -4,6 +4,13 @@
 //! the daemon's own uid ([`Access::may_name_paths`]): anyone else's client
 //! opens the file itself and sends what it read, so no peer borrows the
 //! daemon's authority over the file system.
+//!
+//! A gid allows a peer whose primary group it is, or one of whose
+//! supplementary groups it is. `SO_PEERCRED` carries only the primary gid,
+//! so the supplementary ones are read from the `Groups:` line of
+//! `/proc/<pid>/status` of the peer's pid (as it connected); decided once
+//! per connection, and only when `--allow-gid` is given and nothing else
+//! already allows the peer.
 
 use super::Peer;
 
@@ -26,10 +33,20 @@ impl Access {
 
     /// Whether `peer` may append.
     pub fn may_write(&self, peer: &Peer) -> bool {
+        self.may_write_with(peer, supplementary_groups)
+    }
+
+    /// [`Access::may_write`], with the peer's supplementary groups from
+    /// `groups` (given the peer's pid).
+    fn may_write_with(&self, peer: &Peer, groups: impl FnOnce(u32) -> Vec<u32>) -> bool {
         peer.uid == 0
             || peer.uid == self.owner_uid
             || self.uids.contains(&peer.uid)
             || self.gids.contains(&peer.gid)
+            || (!self.gids.is_empty()
+                && peer
+                    .pid
+                    .is_some_and(|pid| groups(pid).iter().any(|g| self.gids.contains(g))))
     }
 
     /// Whether `peer` administers the daemon (its own uid, root): may
@@ -67,6 +84,21 @@ impl Access {
     }
 }
 
+/// The supplementary groups of process `pid` (none if it is gone).
+fn supplementary_groups(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find_map(|l| l.strip_prefix("Groups:"))?;
+            Some(
+                line.split_whitespace()
+                    .filter_map(|g| g.parse().ok())
+                    .collect(),
+            )
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +121,24 @@ mod tests {
         for other in [p(0, 0), p(1001, 1), p(2000, 50)] {
             assert!(!a.may_name_paths(&other), "{other:?}");
         }
+    }
+
+    /// A member of an allowed gid through a supplementary group writes.
+    #[test]
+    fn supplementary_groups_count() {
+        let a = Access::new(1000, vec![], vec![50]);
+        let peer = Peer {
+            uid: 2000,
+            gid: 7,
+            pid: Some(42),
+        };
+        assert!(a.may_write_with(&peer, |pid| if pid == 42 { vec![3, 50] } else { vec![] }));
+        assert!(!a.may_write_with(&peer, |_| vec![3, 51]));
+        // This process's own groups, read from /proc.
+        let me = std::process::id();
+        let own = supplementary_groups(me);
+        let status = std::fs::read_to_string(format!("/proc/{me}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("Groups:")).unwrap();
+        assert_eq!(own.len(), line.split_whitespace().count() - 1, "{line}");
     }
 }

@@ -24,6 +24,7 @@
 //! batch's sequence, so one connection keeps many in flight; the replies
 //! go out in request order whenever no further request is buffered.
 
+use super::deadline::Timed;
 use super::durable::Held;
 use super::frame::{self, Frame};
 use super::server::Shared;
@@ -41,7 +42,12 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::UnixStream;
 use tokio::sync::Notify;
 
-pub(crate) type Writer = BufWriter<OwnedWriteHalf>;
+/// A connection's output: buffered, and failing once the peer has read
+/// nothing for the write timeout ([`super::deadline`]).
+pub(crate) type Writer = BufWriter<Timed<OwnedWriteHalf>>;
+
+/// Line buffer capacity a connection keeps after a longer request.
+const KEPT_LINE: usize = 16 << 10;
 
 /// A parsed request line.
 pub struct Request {
@@ -132,16 +138,17 @@ impl Drop for Wake<'_> {
     }
 }
 
-/// Serves one connection until it ends.
-pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
-    let peer = peer_of(&stream);
+/// Serves one connection of `peer` (who may write if `writer`: decided once,
+/// at accept) until it ends.
+pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, writer: bool) {
     let (rd, wr) = stream.into_split();
     let mut rd = BufReader::with_capacity(64 << 10, rd);
+    let wr = Timed::new(wr, shared.opts.write_timeout);
     let mut wr = BufWriter::with_capacity(64 << 10, wr);
     let mut shutdown = shared.shutdown.clone();
     let mut line = Vec::new();
     // Who the peer is does not change: decided once per connection.
-    let hot = shared.dispatch.knows("heartbeat") && shared.access.may_write(&peer);
+    let hot = shared.dispatch.knows("heartbeat") && writer;
     let mut reply = Vec::with_capacity(128);
     let mut wake = Wake {
         committed: &shared.committed,
@@ -163,6 +170,11 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
         if *shutdown.borrow_and_update() {
             let msg = "the daemon is shutting down";
             return fail(&mut wr, ErrorReply::new(code::SHUTTING_DOWN, msg, 1)).await;
+        }
+        // One long request does not keep its buffer for the connection's life.
+        if line.capacity() > KEPT_LINE {
+            line.clear();
+            line.shrink_to(KEPT_LINE);
         }
         let idle = shared.opts.idle_timeout;
         let read = if buffered {
@@ -267,6 +279,7 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
+
         let req = match parse(&line) {
             Ok(r) => r,
             Err((id, e)) => {
@@ -283,8 +296,8 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>) {
             }
             return super::watch::run(wr, req, shared.clone(), peer).await;
         }
-        let sock = wr.get_ref().as_ref();
-        let mut doc = match answer(&shared, &peer, req.method, req.params, sock).await {
+        let sock = wr.get_ref().get_ref().as_ref();
+        let mut doc = match answer(&shared, &peer, writer, req.method, req.params, sock).await {
             Ok((result, 0)) => json!({"id": req.id, "result": result}),
             Ok((result, exit)) => json!({"id": req.id, "result": result, "exit": exit}),
             Err(e) => error_doc(req.id, &e),
@@ -459,12 +472,13 @@ impl<'a> HotHeartbeat<'a> {
 async fn answer(
     shared: &Arc<Shared>,
     peer: &Peer,
+    writer: bool,
     method: String,
     params: Map<String, Value>,
     sock: &UnixStream,
 ) -> super::Outcome {
     if method == "hello" {
-        return Ok((hello(shared, peer), 0));
+        return Ok((hello(shared, peer, writer), 0));
     }
     let d = &shared.dispatch;
     if !d.knows(&method) {
@@ -472,7 +486,7 @@ async fn answer(
         return Err(ErrorReply::new(code::UNKNOWN_METHOD, msg, 2));
     }
     let writes = !d.read_only(&method);
-    let may_write = shared.access.may_write(peer);
+    let may_write = writer;
     if writes && !may_write && !d.open_to_observers(&method, &params) {
         let msg = shared.access.refusal(peer, &method);
         return Err(ErrorReply::new(code::FORBIDDEN, msg, 1));
@@ -516,7 +530,7 @@ async fn answer(
     out
 }
 
-fn hello(shared: &Shared, peer: &Peer) -> Value {
+fn hello(shared: &Shared, peer: &Peer, writer: bool) -> Value {
     json!({
         "protocol": PROTOCOL_VERSION,
         "server": format!("agentlog {}", env!("CARGO_PKG_VERSION")),
@@ -524,7 +538,7 @@ fn hello(shared: &Shared, peer: &Peer) -> Value {
         "last_lsn": shared.store.applied_lsn(),
         "pid": std::process::id(),
         "peer": peer,
-        "writer": shared.access.may_write(peer),
+        "writer": writer,
         "connections": shared.connections.load(Ordering::Relaxed),
         "watchers_lagged": shared.lagged.load(Ordering::Relaxed),
         "http": shared.http_addr.map(|a| a.to_string()),

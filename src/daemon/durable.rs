@@ -8,7 +8,9 @@
 //!
 //! Invariant: no held reply reaches the connection's output before the
 //! fsync that covers it; if that fsync fails, each held durable reply is
-//! replaced by the error the general path would have sent for it.
+//! replaced by the error the general path would have sent for it. A failed
+//! sync is not retried for the same LSNs (a poisoned log fails every sync):
+//! the task waits for a write beyond them, so it never spins.
 
 use super::ErrorReply;
 use crate::registry::Lsn;
@@ -36,6 +38,8 @@ pub(crate) struct Syncer {
     wanted: AtomicU64,
     kick: Notify,
     synced: watch::Sender<Synced>,
+    /// Blocking syncs started (a test's view of the spin it must not do).
+    rounds: AtomicU64,
 }
 
 impl Syncer {
@@ -47,6 +51,7 @@ impl Syncer {
                 upto: synced,
                 failed: None,
             }),
+            rounds: AtomicU64::new(0),
         }
     }
 
@@ -73,9 +78,11 @@ impl Syncer {
 
     /// The sync task (runs until aborted at shutdown).
     pub async fn run(self: Arc<Self>, store: Arc<Store>) {
+        // The highest LSN a sync failed for: its waiters have their error.
+        let mut failed_at: Lsn = 0;
         loop {
             let mut target = self.wanted.load(Ordering::Acquire);
-            if target <= self.synced.borrow().upto {
+            if target <= self.synced.borrow().upto.max(failed_at) {
                 self.kick.notified().await;
                 continue;
             }
@@ -90,7 +97,11 @@ impl Syncer {
                 target = now;
             }
             let s = store.clone();
+            self.rounds.fetch_add(1, Ordering::Relaxed);
             let done = tokio::task::spawn_blocking(move || s.log().wait_durable(target)).await;
+            if !matches!(done, Ok(Ok(()))) {
+                failed_at = target;
+            }
             self.synced.send_modify(|s| match done {
                 Ok(Ok(())) => s.upto = s.upto.max(target),
                 Ok(Err(e)) => {
@@ -195,6 +206,32 @@ mod tests {
         assert_eq!(out, b"one\ntwo\n");
         assert!(store.log().synced_lsn() >= lsn);
         assert!(held.is_empty());
+        task.abort();
+    }
+
+    /// A failed sync is answered, then not retried in a loop: the task
+    /// waits for a later write (which fails at once on a poisoned log).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_sync_is_not_retried_in_a_spin() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StoreOptions::default();
+        opts.log.faults.fail_syncs = true;
+        let store = Arc::new(Store::open(dir.path(), opts).unwrap());
+        let syncer = Arc::new(Syncer::new(store.log().synced_lsn()));
+        let task = tokio::spawn(syncer.clone().run(store.clone()));
+        let reg = crate::registry::Registration::new("a", "claude", "/");
+        assert!(store.register(reg, None).is_err(), "the sync must fail");
+        let lsn = store.log().last_lsn().expect("the register was appended");
+        assert!(syncer.durable(lsn).await.is_err());
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(
+            syncer.rounds.load(Ordering::Relaxed),
+            1,
+            "the sync task spun"
+        );
+        // A later waiter gets the same answer at once, with no new round.
+        assert!(syncer.durable(lsn).await.is_err());
+        assert_eq!(syncer.rounds.load(Ordering::Relaxed), 1);
         task.abort();
     }
 }

@@ -15,9 +15,11 @@
 //! on tokio's blocking pool, so concurrent connections share fsyncs through
 //! the log's group commit); nothing a client does blocks the writer.
 
+mod accept;
 pub mod access;
 pub mod client;
 pub(crate) mod conn;
+mod deadline;
 mod durable;
 mod error;
 pub(crate) mod frame;
@@ -28,6 +30,7 @@ pub mod server;
 pub mod watch;
 
 pub use error::{ServeError, ServeResult};
+pub use http::auth::token_path as http_token_path;
 pub use replica::ReplicaOptions;
 
 use crate::model::Agent;
@@ -63,6 +66,10 @@ pub mod code {
     pub const TOO_MANY_CONNECTIONS: &str = "too_many_connections";
     pub const IDLE_TIMEOUT: &str = "idle_timeout";
     pub const SHUTTING_DOWN: &str = "shutting_down";
+    /// HTTP only: a path that shows registry data, without the token (401).
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// HTTP only: a `Host` that does not name this server (421).
+    pub const MISDIRECTED: &str = "misdirected";
     /// Internal, never sent: a waiting `read` woken for mail that another
     /// reader took first; the daemon waits again ([`super::watch`]).
     pub const MAIL_TAKEN: &str = "mail_taken";
@@ -185,9 +192,31 @@ pub trait Dispatch: Send + Sync + 'static {
 pub struct ServeOptions {
     /// Longest request line accepted (bytes).
     pub max_line: usize,
+    /// Socket connections of peers that may write (the owner, root, the
+    /// allowed uids and gids). `serve` sizes it to the descriptors available.
     pub max_connections: usize,
+    /// Socket connections of observers (peers that may not write), apart:
+    /// observers never take a writer's place.
+    pub max_observers: usize,
+    /// Open watches (socket `watch` and HTTP `/api/events`).
+    pub max_watchers: usize,
+    /// Open HTTP connections (`serve --http`).
+    pub http_max_connections: usize,
+    /// Open HTTP event streams (`/api/events`, `/api/heartbeats`).
+    pub max_sse: usize,
     /// Close a connection with no request for this long (not while watching).
     pub idle_timeout: Duration,
+    /// Close a connection whose peer reads nothing for this long while a
+    /// reply waits to be written (every connection, socket and HTTP).
+    pub write_timeout: Duration,
+    /// An HTTP request's headers must arrive within this; a kept-alive
+    /// HTTP connection with no next request closes after it.
+    pub http_idle_timeout: Duration,
+    /// Names besides IP literals and `localhost` that HTTP's `Host` may use.
+    pub http_hosts: Vec<String>,
+    /// How long shutdown waits for connections to finish the request in
+    /// hand before it closes them (the final sync and export follow).
+    pub drain: Duration,
     /// Items a watcher may have unsent before it gets `lagged`.
     pub watch_buffer: usize,
     pub sweep_every: Option<Duration>,
@@ -221,7 +250,15 @@ impl Default for ServeOptions {
         ServeOptions {
             max_line: 1 << 20,
             max_connections: 4096,
+            max_observers: 256,
+            max_watchers: 1024,
+            http_max_connections: 256,
+            max_sse: 64,
             idle_timeout: Duration::from_secs(300),
+            write_timeout: Duration::from_secs(5),
+            http_idle_timeout: Duration::from_secs(10),
+            http_hosts: Vec::new(),
+            drain: Duration::from_secs(5),
             watch_buffer: 4096,
             sweep_every: Some(Duration::from_secs(5)),
             publish_every: Some(Duration::from_secs(1)),

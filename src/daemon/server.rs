@@ -1,9 +1,16 @@
-//! The daemon's life: bind the socket (replacing a stale one), accept
-//! connections up to the limit, run the periodic duties (sweep on the clock,
-//! debounced `registry.json` publication, auto-compaction; snapshots are the
-//! store's own thread), and shut down gracefully on SIGTERM/SIGINT: stop
-//! accepting, let connections finish the request in hand, sync, export,
-//! remove the socket, then close the store (snapshot, release the lock).
+//! The daemon's life: raise the descriptor limit and fit the connection caps
+//! to it, bind the socket (replacing a stale one), accept connections up to
+//! the cap of each class (writers, observers; watchers and HTTP have their
+//! own), run the periodic duties (sweep on the clock, debounced
+//! `registry.json` publication, auto-compaction; snapshots are the store's
+//! own thread), and shut down gracefully on SIGTERM/SIGINT: remove the
+//! socket (a new client waits for the next daemon instead of talking to one
+//! that is leaving), stop accepting, let connections finish the request in
+//! hand for at most `drain` (5 s; a peer that reads nothing is dropped after
+//! `write_timeout`, 5 s), sync, export, then close the store (snapshot,
+//! release the lock). With the defaults a stop takes the drain bound plus
+//! the final sync, export and snapshot: well inside systemd's
+//! `TimeoutStopSec=30` of the README's unit.
 //!
 //! The caller opens the store first, so the writer lock is held before the
 //! socket is touched: a socket file found then is stale by construction (its
@@ -39,6 +46,10 @@ pub(crate) struct Shared {
     pub shutdown: watch::Receiver<bool>,
     pub store_id: String,
     pub connections: AtomicUsize,
+    /// Open socket connections of observers (within `connections`).
+    pub observers: AtomicUsize,
+    /// Open socket connections of writers (within `connections`).
+    pub writers: AtomicUsize,
     /// Watchers that got `lagged` so far (reported by `hello`).
     pub lagged: AtomicUsize,
     /// The group commit of the hot path's durable writes.
@@ -55,11 +66,86 @@ pub(crate) struct Shared {
     pub replica: Option<Arc<Replica>>,
 }
 
-/// Decrements the connection count when a connection task ends.
-struct Counted(Arc<Shared>);
+/// Counts a connection (and an observer's, apart) while it is open.
+struct Counted {
+    shared: Arc<Shared>,
+    observer: bool,
+}
+
+impl Counted {
+    fn new(shared: &Arc<Shared>, observer: bool) -> (Counted, usize) {
+        shared.connections.fetch_add(1, Ordering::AcqRel);
+        let class = if observer {
+            &shared.observers
+        } else {
+            &shared.writers
+        };
+        let n = class.fetch_add(1, Ordering::AcqRel);
+        let counted = Counted {
+            shared: shared.clone(),
+            observer,
+        };
+        (counted, n)
+    }
+}
+
 impl Drop for Counted {
     fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::AcqRel);
+        self.shared.connections.fetch_sub(1, Ordering::AcqRel);
+        let class = if self.observer {
+            &self.shared.observers
+        } else {
+            &self.shared.writers
+        };
+        class.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Descriptors kept for the store (log segments, snapshots, exports, the
+/// blocking pool's files, NATS) beyond the connection caps (a quarter of a
+/// smaller limit).
+const RESERVED_FDS: usize = 128;
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit, and fits the caps of
+/// `opts` into it: writers' connections shrink first (observers, HTTP and
+/// watchers keep at most an eighth each), so no `accept` can fail for want
+/// of a descriptor while the caps hold. What changed is logged.
+fn fit_descriptors(opts: &mut ServeOptions) {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut lim = getrlimit(Resource::Nofile);
+    if lim.current != lim.maximum {
+        let raised = rustix::process::Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => lim = getrlimit(Resource::Nofile),
+            Err(e) => tracing::warn!("cannot raise the descriptor limit to the hard limit: {e}"),
+        }
+    }
+    let fds = lim.current.map_or(usize::MAX, |n| n as usize);
+    let reserved = RESERVED_FDS.min(fds / 4);
+    let share = (fds.saturating_sub(reserved) / 8).max(1);
+    opts.max_observers = opts.max_observers.min(share);
+    opts.http_max_connections = opts.http_max_connections.min(share);
+    opts.max_watchers = opts.max_watchers.min(share);
+    let http = if opts.http.is_some() {
+        opts.http_max_connections
+    } else {
+        0
+    };
+    let room = fds
+        .saturating_sub(RESERVED_FDS + opts.max_observers + http)
+        .max(1);
+    if opts.max_connections > room {
+        tracing::warn!(
+            "{fds} file descriptors allowed: connections of writers capped at {room} \
+             (not {}), observers at {}, HTTP at {}",
+            opts.max_connections,
+            opts.max_observers,
+            http
+        );
+        opts.max_connections = room;
     }
 }
 
@@ -104,6 +190,7 @@ pub fn serve(
     mut opts: ServeOptions,
     ready: impl FnOnce(&Path, Option<SocketAddr>, Option<&serde_json::Value>),
 ) -> ServeResult<()> {
+    fit_descriptors(&mut opts);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("agentlog-serve")
@@ -184,12 +271,13 @@ async fn run(
     let mut int = signal(SignalKind::interrupt())
         .map_err(ServeError::system("installing the SIGINT handler"))?;
     let web = match opts.http {
-        Some(addr) => Some(super::http::bind(addr).await?),
+        Some(addr) => Some(super::http::bind(addr, store.dir()).await?),
         None => None,
     };
     let http_addr = match &web {
-        Some((l, _)) => Some(
-            l.local_addr()
+        Some(bound) => Some(
+            bound
+                .local_addr()
                 .map_err(ServeError::system("reading the HTTP address"))?,
         ),
         None => None,
@@ -207,6 +295,8 @@ async fn run(
         committed: Notify::new(),
         shutdown,
         connections: AtomicUsize::new(0),
+        observers: AtomicUsize::new(0),
+        writers: AtomicUsize::new(0),
         lagged: AtomicUsize::new(0),
         watchers: AtomicUsize::new(0),
         http_addr,
@@ -222,37 +312,65 @@ async fn run(
     duties.push(tokio::spawn(
         shared.syncer.clone().run(shared.store.clone()),
     ));
-    if let Some((l, prometheus)) = web {
-        duties.extend(super::http::start(l, prometheus, shared.clone()));
+    if let Some(bound) = web {
+        duties.extend(super::http::start(bound, shared.clone()));
     }
     let described = shared.replica.as_ref().map(|r| r.describe());
     ready(path, http_addr, described.as_ref());
+    let mut backoff = super::accept::Backoff::new("the socket listener");
     loop {
-        tokio::select! {
+        let accepted = tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let n = shared.connections.fetch_add(1, Ordering::AcqRel);
-                let counted = Counted(shared.clone());
-                if n >= shared.opts.max_connections {
-                    tokio::spawn(refuse(stream, n, counted));
-                } else {
-                    tokio::spawn(async move {
-                        conn::run(stream, counted.0.clone()).await;
-                        drop(counted);
-                    });
-                }
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff.succeeded();
+                stream
             }
+            Err(e) => {
+                backoff.failed(&e).await;
+                continue;
+            }
+        };
+        let peer = conn::peer_of(&stream);
+        let observer = !shared.access.may_write(&peer);
+        let (counted, n) = Counted::new(&shared, observer);
+        let cap = if observer {
+            shared.opts.max_observers
+        } else {
+            shared.opts.max_connections
+        };
+        if n >= cap {
+            refuse(&stream, n, observer);
+            continue;
         }
+        tokio::spawn(async move {
+            conn::run(stream, counted.shared.clone(), peer, !observer).await;
+            drop(counted);
+        });
     }
+    // New clients find no socket (they wait for the next daemon, or read
+    // the store directly) while this one drains.
     drop(listener);
+    if let Err(e) = remove_socket(path) {
+        tracing::warn!("{e}");
+    }
     let _ = stop.send(true);
     shared.committed.notify_waiters();
-    // In-flight requests finish; idle connections close at once.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    // In-flight requests finish; idle connections close at once; a peer
+    // that reads nothing is dropped after the write timeout.
+    let deadline = tokio::time::Instant::now() + shared.opts.drain;
     while shared.connections.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let left = shared.connections.load(Ordering::Acquire);
+    if left > 0 {
+        tracing::warn!(
+            "{left} connection(s) still busy after the {} s drain: closed",
+            shared.opts.drain.as_secs_f64()
+        );
     }
     for d in &duties {
         d.abort();
@@ -340,14 +458,16 @@ async fn first_publish(shared: &Arc<Shared>) {
     }
 }
 
-async fn refuse(stream: tokio::net::UnixStream, n: usize, counted: Counted) {
-    let (_, wr) = stream.into_split();
-    let mut wr = tokio::io::BufWriter::new(wr);
-    let msg = format!("too many connections ({n} open): try again later");
+/// The `too_many_connections` line, in one non-blocking write, and close: a
+/// refusal costs no task and never waits on the peer.
+fn refuse(stream: &tokio::net::UnixStream, n: usize, observer: bool) {
+    let class = if observer { "observer" } else { "writer" };
+    let msg = format!("too many {class} connections ({n} open): try again later");
     let e = ErrorReply::new(code::TOO_MANY_CONNECTIONS, msg, 1);
-    let _ = conn::send(&mut wr, &conn::error_doc(serde_json::Value::Null, &e)).await;
-    let _ = tokio::io::AsyncWriteExt::flush(&mut wr).await;
-    drop(counted);
+    let mut line = serde_json::to_vec(&conn::error_doc(serde_json::Value::Null, &e))
+        .expect("a JSON value always serializes");
+    line.push(b'\n');
+    let _ = stream.try_write(&line);
 }
 
 /// The daemon's own origin for the events its duties append.

@@ -4,11 +4,15 @@
 //! writer never waits for a watcher).
 //!
 //! A producer task reads chunks of records (on the blocking pool), filters
-//! them (agent, kinds) or folds them into registry changes, and puts the
-//! lines into a bounded channel of `watch_buffer` items; this connection's
-//! task writes them out. When the buffer stays full for [`LAG_GRACE`] the
-//! producer stops and records the first LSN not queued: the writer sends the
-//! queued lines, then `lagged` with that LSN, and closes the connection.
+//! them (agent, kinds) or folds them into registry changes, encodes them
+//! there ([`Item`]), and queues them, bounded twice: at most `watch_buffer`
+//! groups and at most [`WATCH_BYTES`] encoded bytes, so a watcher that never
+//! reads costs a known amount of memory whatever its items weigh. This
+//! connection's task writes them out. When the queue stays full for
+//! [`LAG_GRACE`] the producer stops and records the first LSN not queued:
+//! the writer sends the queued lines, then `lagged` with that LSN, and
+//! closes the connection; a peer that reads nothing meanwhile is dropped
+//! after the write timeout (`super::deadline`).
 //!
 //! Items go in *groups*, the items of one record (one LSN), queued and
 //! written whole: a replica's `HeartbeatBatch` (docs/scaling.md §5) is sent
@@ -60,8 +64,75 @@ pub const LAG_GRACE: Duration = Duration::from_millis(500);
 /// Records read per producer step.
 const CHUNK: usize = 1024;
 
-/// The items of one record (one LSN): queued, written and lagged as one.
-pub(crate) type Group = Vec<Value>;
+/// Encoded bytes a watcher may have queued (besides `watch_buffer` groups).
+pub const WATCH_BYTES: usize = 1 << 20;
+
+/// One watch item, encoded by the producer: its key (`event`, `change`,
+/// `error`, `present`), the LSN it carries, and its object as JSON.
+pub(crate) struct Item {
+    pub key: String,
+    pub lsn: Option<Lsn>,
+    pub body: String,
+}
+
+impl Item {
+    /// The item `{"KEY": {...}}`.
+    pub fn new(doc: Value) -> Item {
+        match doc {
+            Value::Object(m) if m.len() == 1 => {
+                let (key, v) = m.into_iter().next().expect("one entry");
+                Item {
+                    key,
+                    lsn: v.get("lsn").and_then(Value::as_u64),
+                    body: v.to_string(),
+                }
+            }
+            other => Item {
+                key: "error".into(),
+                lsn: None,
+                body: other.to_string(),
+            },
+        }
+    }
+
+    /// The socket's line for this item on the watch with request id `id`:
+    /// `{"KEY": {...}, "id": ID}`.
+    fn line(&self, id: &str) -> String {
+        let key = Value::String(self.key.clone());
+        format!("{{{key}:{},\"id\":{id}}}\n", self.body)
+    }
+}
+
+/// The items of one record (one LSN): queued, written and lagged as one;
+/// its bytes count against the watcher's [`WATCH_BYTES`] until it is taken.
+pub(crate) struct Group {
+    pub items: Vec<Item>,
+    _bytes: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Group {
+    fn bytes(items: &[Item]) -> u32 {
+        let n: usize = items.iter().map(|i| i.body.len() + i.key.len()).sum();
+        n.clamp(1, WATCH_BYTES) as u32
+    }
+
+    /// `items`, once the watcher's budget has room for them (`None`: the
+    /// budget is gone, the watch ended).
+    pub(super) async fn reserve(
+        items: Vec<Item>,
+        budget: &Arc<tokio::sync::Semaphore>,
+    ) -> Option<Group> {
+        let permit = budget
+            .clone()
+            .acquire_many_owned(Group::bytes(&items))
+            .await
+            .ok()?;
+        Some(Group {
+            items,
+            _bytes: Some(permit),
+        })
+    }
+}
 
 /// What a watcher asked for.
 #[derive(Debug, Clone, Default)]
@@ -149,7 +220,11 @@ struct Cursor {
 /// a changes cursor refolds the compacted log up to where it is and returns
 /// the changes from its old fold to that one: the agents the compaction
 /// retired, `removed` at `next - 1`.
-fn compaction_changes(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) -> Option<Group> {
+fn compaction_changes(
+    store: &Store,
+    d: &dyn super::Dispatch,
+    c: &mut Cursor,
+) -> Option<Vec<Value>> {
     let (generation, _) = store.log().compaction_point();
     if generation == c.generation {
         return None;
@@ -169,7 +244,7 @@ fn compaction_changes(store: &Store, d: &dyn super::Dispatch, c: &mut Cursor) ->
     names.extend(new.agents().iter().map(|a| a.name.as_str()));
     names.sort_unstable();
     names.dedup();
-    let group: Group = names
+    let group: Vec<Value> = names
         .into_iter()
         .filter(|n| watched(n))
         .filter_map(|n| change_doc(d, at, n, old.agent(n), new.agent(n)))
@@ -188,7 +263,7 @@ fn compacted_item(
     d: &dyn super::Dispatch,
     filter: &Filter,
     from: Lsn,
-) -> Result<Option<(Group, State, Lsn)>, ErrorReply> {
+) -> Result<Option<(Vec<Value>, State, Lsn)>, ErrorReply> {
     let (generation, end) = store.log().compaction_point();
     if generation == 0 || from <= 1 || from >= end {
         return Ok(None);
@@ -263,13 +338,15 @@ fn fold_change(
 }
 
 /// Reads up to [`CHUNK`] records from `cursor.next`; returns each record's
-/// group of lines with the LSN to resume from if it is not sent, and how
-/// many records were read (0: the watcher is at the head).
+/// group of items with the LSN to resume from if it is not sent, how many
+/// records were read (0: the watcher is at the head), and whether the log
+/// could not be read (the last group is that error: the watch ends after it
+/// rather than repeat it).
 fn read_chunk(
     store: &Store,
     d: &dyn super::Dispatch,
     c: &mut Cursor,
-) -> (Vec<(Lsn, Group)>, usize) {
+) -> (Vec<(Lsn, Vec<Value>)>, usize, bool) {
     let mut out = Vec::new();
     if let Some(group) = compaction_changes(store, d, c) {
         out.push((c.next, group));
@@ -282,8 +359,7 @@ fn read_chunk(
             Err(e) => {
                 let err = json!({"code": "log", "message": e.to_string(), "lsn": c.next});
                 out.push((c.next, vec![json!({"error": err})]));
-                read = 0;
-                break;
+                return (out, 0, true);
             }
         };
         read += 1;
@@ -297,7 +373,7 @@ fn read_chunk(
                 continue;
             }
         };
-        let group: Group = match (&mut c.fold, &event.kind) {
+        let group: Vec<Value> = match (&mut c.fold, &event.kind) {
             // Beat by beat, as the fold applies a batch: one change per
             // heartbeat, as a local daemon's one record per heartbeat gives.
             (Some(state), EventKind::HeartbeatBatch { beats }) => beats
@@ -331,7 +407,7 @@ fn read_chunk(
             out.push((lsn, group));
         }
     }
-    (out, read)
+    (out, read, false)
 }
 
 /// An open watch: its first LSN and its items as they are produced. When
@@ -340,22 +416,62 @@ fn read_chunk(
 pub(crate) struct Stream {
     pub from: Lsn,
     pub items: mpsc::Receiver<Group>,
-    lagged: Arc<Mutex<Option<Lsn>>>,
+    ended: Arc<Mutex<Option<End>>>,
     producer: tokio::task::JoinHandle<()>,
-    shared: Arc<Shared>,
+    _slot: Slot,
+}
+
+/// Why a producer stopped early.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    /// The watcher lagged: the first LSN not sent.
+    Lagged(Lsn),
+    /// The log could not be read: the error was the last item.
+    Failed,
+}
+
+/// One open watch, counted against `max_watchers` while it lives.
+struct Slot(Arc<Shared>);
+
+impl Slot {
+    fn take(shared: &Arc<Shared>) -> Result<Slot, ErrorReply> {
+        let n = shared.watchers.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(shared.clone());
+        if n >= shared.opts.max_watchers {
+            let msg = format!("too many watchers ({n} open): try again later");
+            return Err(ErrorReply::new(code::TOO_MANY_CONNECTIONS, msg, 1));
+        }
+        Ok(slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.watchers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Stream {
     /// The first LSN not sent, if the watcher lagged.
     pub fn lagged(&self) -> Option<Lsn> {
-        *self.lagged.lock().unwrap_or_else(|e| e.into_inner())
+        match *self.ended.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(End::Lagged(lsn)) => Some(lsn),
+            _ => None,
+        }
+    }
+
+    /// Whether the stream ended on a log read error (its last item).
+    pub fn failed(&self) -> bool {
+        matches!(
+            *self.ended.lock().unwrap_or_else(|e| e.into_inner()),
+            Some(End::Failed)
+        )
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
         self.producer.abort();
-        self.shared.watchers.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -365,6 +481,7 @@ pub(crate) async fn open(
     params: &Map<String, Value>,
 ) -> Result<Stream, ErrorReply> {
     let filter = Filter::parse(params)?;
+    let slot = Slot::take(shared)?;
     let head = shared.store.applied_lsn();
     let from = filter.from.unwrap_or(head + 1).max(1);
     let generation = shared.store.log().compaction_point().0;
@@ -380,11 +497,16 @@ pub(crate) async fn open(
         if let Some((item, state, next)) = compacted_item(&store, d.as_ref(), &f, from)? {
             return Ok((Some(item), f.changes.then_some(state), next));
         }
+        // From the head (a watch from now): a copy of the served state, not
+        // a fold of the whole log.
         let fold = match f.changes {
             true => Some(
-                store
-                    .state_at(Until::Lsn(from - 1))
-                    .map_err(|e| ErrorReply::from_error(&e, false))?,
+                match store.with_state(|s, lsn| (lsn == from - 1).then(|| s.clone())) {
+                    Some(s) => s,
+                    None => store
+                        .state_at(Until::Lsn(from - 1))
+                        .map_err(|e| ErrorReply::from_error(&e, false))?,
+                },
             ),
             false => None,
         };
@@ -399,11 +521,11 @@ pub(crate) async fn open(
         }
     };
     let (tx, items) = mpsc::channel::<Group>(shared.opts.watch_buffer.max(1));
-    let lagged: Arc<Mutex<Option<Lsn>>> = Arc::default();
-    shared.watchers.fetch_add(1, Ordering::AcqRel);
+    let budget = Arc::new(tokio::sync::Semaphore::new(WATCH_BYTES));
+    let ended: Arc<Mutex<Option<End>>> = Arc::default();
     let producer = if filter.latest {
         let rows = latest::Rows::new(from, filter.agent);
-        tokio::spawn(latest::produce(shared.clone(), rows, tx))
+        tokio::spawn(latest::produce(shared.clone(), rows, tx, budget))
     } else {
         let cursor = Cursor {
             next,
@@ -412,17 +534,21 @@ pub(crate) async fn open(
             generation,
         };
         if let Some(item) = compacted {
-            // Fits: the channel holds at least one group and is empty.
-            let _ = tx.try_send(item);
+            // Fits: the channel holds at least one group and is empty, and
+            // the budget is whole.
+            let items = item.into_iter().map(Item::new).collect();
+            if let Some(group) = Group::reserve(items, &budget).await {
+                let _ = tx.try_send(group);
+            }
         }
-        tokio::spawn(produce(shared.clone(), cursor, tx, lagged.clone()))
+        tokio::spawn(produce(shared.clone(), cursor, tx, budget, ended.clone()))
     };
     Ok(Stream {
         from,
         items,
-        lagged,
+        ended,
         producer,
-        shared: shared.clone(),
+        _slot: slot,
     })
 }
 
@@ -442,25 +568,29 @@ pub(crate) async fn run(mut wr: Writer, req: Request, shared: Arc<Shared>, _peer
     if send(&mut wr, &started).await.is_err() || wr.flush().await.is_err() {
         return;
     }
+    let id_json = id.to_string();
     while let Some(group) = stream.items.recv().await {
-        for mut doc in group {
-            doc["id"] = id.clone();
-            if send(&mut wr, &doc).await.is_err() {
+        for item in &group.items {
+            if wr.write_all(item.line(&id_json).as_bytes()).await.is_err() {
                 return;
             }
         }
+        drop(group);
         if stream.items.is_empty() && wr.flush().await.is_err() {
             return;
         }
     }
     let last = match stream.lagged() {
-        Some(resume) => json!({"id": id, "lagged": {"resume_from": resume}}),
-        None => error_doc(
+        _ if stream.failed() => None,
+        Some(resume) => Some(json!({"id": id, "lagged": {"resume_from": resume}})),
+        None => Some(error_doc(
             id,
             &ErrorReply::new(code::SHUTTING_DOWN, "the daemon is shutting down", 1),
-        ),
+        )),
     };
-    let _ = send(&mut wr, &last).await;
+    if let Some(last) = last {
+        let _ = send(&mut wr, &last).await;
+    }
     let _ = wr.flush().await;
     let _ = wr.shutdown().await;
 }
@@ -469,7 +599,8 @@ async fn produce(
     shared: Arc<Shared>,
     mut cursor: Cursor,
     tx: mpsc::Sender<Group>,
-    lagged: Arc<Mutex<Option<Lsn>>>,
+    budget: Arc<tokio::sync::Semaphore>,
+    ended: Arc<Mutex<Option<End>>>,
 ) {
     let mut shutdown = shared.shutdown.clone();
     loop {
@@ -481,24 +612,44 @@ async fn produce(
         }
         let (store, d) = (shared.store.clone(), shared.dispatch.clone());
         let step = tokio::task::spawn_blocking(move || {
-            let items = read_chunk(&store, d.as_ref(), &mut cursor);
-            (items, cursor)
+            let (groups, read, failed) = read_chunk(&store, d.as_ref(), &mut cursor);
+            let encoded: Vec<(Lsn, Vec<Item>)> = groups
+                .into_iter()
+                .map(|(lsn, g)| (lsn, g.into_iter().map(Item::new).collect()))
+                .collect();
+            ((encoded, read, failed), cursor)
         })
         .await;
-        let Ok(((items, read), c)) = step else { return };
+        let Ok(((items, read, failed), c)) = step else {
+            return;
+        };
         cursor = c;
+        let lag = |resume| {
+            *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(End::Lagged(resume));
+            shared
+                .lagged
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        };
         for (resume, item) in items {
-            match tx.send_timeout(item, LAG_GRACE).await {
+            // Both bounds (bytes, then groups) within the one grace period.
+            let deadline = Instant::now() + LAG_GRACE;
+            let group = match tokio::time::timeout_at(deadline, Group::reserve(item, &budget)).await
+            {
+                Ok(Some(g)) => g,
+                Ok(None) => return,
+                Err(_) => return lag(resume),
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tx.send_timeout(group, left).await {
                 Ok(()) => {}
-                Err(mpsc::error::SendTimeoutError::Timeout(_)) => {
-                    *lagged.lock().unwrap_or_else(|e| e.into_inner()) = Some(resume);
-                    shared
-                        .lagged
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    return;
-                }
+                Err(mpsc::error::SendTimeoutError::Timeout(_)) => return lag(resume),
                 Err(mpsc::error::SendTimeoutError::Closed(_)) => return,
             }
+        }
+        if failed {
+            // The error was the last item: the stream ends after it.
+            *ended.lock().unwrap_or_else(|e| e.into_inner()) = Some(End::Failed);
+            return;
         }
         if read > 0 {
             continue;

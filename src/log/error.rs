@@ -55,8 +55,9 @@ pub enum LogError {
         #[source]
         source: std::io::Error,
     },
-    /// An fsync/msync failed; the writer is poisoned and must be reopened.
-    #[error("fsync failed earlier ({detail}); the log must be reopened")]
+    /// An fsync/msync (or a step that leaves memory and disk apart) failed;
+    /// the writer is poisoned and must be reopened. `detail` is that error.
+    #[error("the log stopped taking writes after an earlier failure ({detail}); the log must be reopened")]
     FsyncFailed { detail: String },
     /// A sync failed in an earlier process during this boot (see the marker).
     #[error("log refused: a sync of its data failed earlier during this boot ({detail}), so the page cache may show records that never reached the disk. Reboot (the log then recovers from what is on disk), or, to accept the risk of a hole, delete {} and run `agentlog verify`", marker.display())]

@@ -90,6 +90,10 @@ struct GenState {
 
 struct Inner {
     dir: PathBuf,
+    /// `dir` held open: a segment switch fsyncs it without needing a new
+    /// descriptor, so running out of them fails the append that finds no
+    /// room for a new segment file, never the switch half-way (poison).
+    dir_fd: fs::File,
     opts: LogOptions,
     _lock: lock::LockFile,
     writer: Mutex<Writer>,
@@ -162,8 +166,10 @@ impl Log {
         let budget = None;
         let last = opened.next_lsn - 1;
         let sealed_end = opened.active.hdr.first_lsn;
+        let dir_fd = fs::File::open(dir).map_err(|e| LogError::io(dir, e))?;
         let inner = Arc::new(Inner {
             dir: dir.to_path_buf(),
+            dir_fd,
             writer: Mutex::new(Writer {
                 next_mark: (opened.active.end() / tail::MARK_EVERY + 1) * tail::MARK_EVERY,
                 last_record_off: opened.last_record_off,
@@ -636,7 +642,7 @@ impl Inner {
             let mut st = lock(&self.sync);
             st.synced = st.synced.max(w.next_lsn - 1);
         }
-        let seg = match prepared.install(&self.dir, w.next_lsn) {
+        let seg = match prepared.install(&self.dir, Some(&self.dir_fd), w.next_lsn) {
             Ok(s) => Arc::new(s),
             Err(e) => return Err(self.poison_with(&e)),
         };

@@ -252,7 +252,7 @@ pub(crate) fn recovery_open(dir: &Path, opts: &LogOptions) -> Result<Opened> {
         // Sized to the free space on a nearly full disk (`fitting_size`).
         let least = (SEG_HDR + REC_HDR + opts.max_record_size as usize + SEAL_RESERVE) as u64;
         let size = segment::fitting_size(dir, opts.segment_size, least);
-        segment::prepare(dir, id, size, None, opts.zero_fill)?.install(dir, expected)?
+        segment::prepare(dir, id, size, None, opts.zero_fill)?.install(dir, None, expected)?
     } else {
         let s = segs.pop().expect("newest segment");
         let end = s.end();

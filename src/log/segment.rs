@@ -444,7 +444,11 @@ pub(crate) fn prepare(
 
 impl Prepared {
     /// Write the header, sync it, rename to the final name, sync the directory.
-    pub fn install(self, dir: &Path, first_lsn: u64) -> Result<Segment> {
+    /// Names the prepared file as the segment starting at `first_lsn` and
+    /// fsyncs `dir` through `dir_fd` when given (the writer's directory
+    /// handle, held open so that a switch needs no new descriptor: running
+    /// out of them cannot fail it), else by opening `dir`.
+    pub fn install(self, dir: &Path, dir_fd: Option<&File>, first_lsn: u64) -> Result<Segment> {
         let hdr = SegHeader::new(self.segment_id, first_lsn, false);
         self.map.write(0, &hdr.encode());
         self.map
@@ -452,7 +456,10 @@ impl Prepared {
             .map_err(|e| LogError::io(&self.tmp, e))?;
         let path = dir.join(file_name(first_lsn));
         fs::rename(&self.tmp, &path).map_err(|e| LogError::io(&path, e))?;
-        sync_dir(dir)?;
+        match dir_fd {
+            Some(d) => d.sync_all().map_err(|e| LogError::io(dir, e))?,
+            None => sync_dir(dir)?,
+        }
         Ok(Segment {
             path,
             hdr,

@@ -60,7 +60,9 @@ impl Store {
             .or(self.core.opts.export_path.as_deref())
             .ok_or(StoreError::NoExportPath)?;
         // Copy only the agents: messages and sessions are not exported.
-        let agents = self.with_state(|s, _| s.agents().as_slice().to_vec());
+        let (agents, lsn) = self.with_state(|s, lsn| (s.agents().as_slice().to_vec(), lsn));
+        // registry.json never shows what a crash could still take back.
+        self.log().wait_durable(lsn)?;
         Ok(crate::export::export_to(
             path,
             agents.iter(),
@@ -211,4 +213,25 @@ fn check_import(
         }
     }
     Ok(replaced)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::registry::Registration;
+    use crate::store::{Store, StoreOptions};
+
+    /// registry.json follows the log's durable state: when the sync it
+    /// waits for fails, nothing is published.
+    #[test]
+    fn export_publishes_nothing_a_sync_did_not_cover() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StoreOptions::default();
+        opts.log.faults.fail_syncs = true;
+        let store = Store::open(dir.path(), opts).unwrap();
+        let registered = store.register(Registration::new("w", "claude", "/"), None);
+        assert!(registered.is_err(), "the sync must fail");
+        let out = dir.path().join("registry.json");
+        assert!(store.export(Some(&out), false).is_err());
+        assert!(!out.exists());
+    }
 }

@@ -13,7 +13,7 @@
 use super::daemon::{at, cluster, converge, Host};
 use crate::support::cli::register_args;
 use crate::support::daemon::{bin, eventually, eventually_within, Conn, Daemon, Store};
-use crate::support::http::Sse;
+use crate::support::http::{token, with_token, Sse};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -214,7 +214,8 @@ fn watch_through_a_replica_expands_heartbeat_batches_as_a_local_daemon_shows_hea
     // carries the SSE id (its LSN), so a reconnect inside it gets it whole.
     let base = format!("http://{}", h.hello()["http"].as_str().unwrap());
     let in_batch = want.iter().filter(|w| w.0 == batch_lsn).count();
-    let mut sse = Sse::open(&format!("{base}/api/events?from={batch_lsn}"), None);
+    let url = format!("{base}/api/events?from={batch_lsn}");
+    let mut sse = Sse::open(&with_token(&url, &token(h.dir())), None);
     assert_eq!(sse.next().0, "watching");
     for i in 0..in_batch {
         let (name, data, id) = sse.next();

@@ -77,7 +77,7 @@ fn health_readiness_agents_audit_and_events() {
     let (status, body) = web.get("/api/events?from=nope");
     assert_eq!(status, 400);
     assert!(body.contains("`from`"), "{body}");
-    let url = format!("{}/api/events?changes=true&from=2", web.base);
+    let url = web.url("/api/events?changes=true&from=2");
     let mut r = ureq::get(&url).call().unwrap();
     assert_eq!(
         r.headers()["content-type"].to_str().unwrap(),
@@ -160,7 +160,7 @@ fn latest_sends_each_agents_newest_row_once() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("needs `changes"), "{body}");
 
-    let url = format!("{}/api/events?changes=true&latest=true&from=1", web.base);
+    let url = web.url("/api/events?changes=true&latest=true&from=1");
     let mut r = ureq::get(&url).call().unwrap();
     let mut lines = BufReader::new(r.body_mut().as_reader()).lines();
     let mut data = Vec::new();
@@ -203,7 +203,7 @@ fn latest_merges_a_live_burst_sends_removals_and_resumes_after_last_event_id() {
         s.ok(&["register", n, "--provider", "claude", "--cwd", "/w"]);
     }
     let web = Web::start(&s.dir);
-    let url = format!("{}/api/events?changes=true&latest=true", web.base);
+    let url = web.url("/api/events?changes=true&latest=true");
     let mut sse = Sse::open(&url, None);
     assert_eq!(sse.next(), ("watching".into(), json!({"from": 3}), None));
     let first = sse.next();

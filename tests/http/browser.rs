@@ -1,5 +1,7 @@
 //! The live page in a real headless browser (Debian's chromium, driven over
-//! WebDriver by chromedriver): it shows the registered agents, shows a
+//! WebDriver by chromedriver): opened anonymously it says it needs the token
+//! and shows no agent; opened with the token (`/#token=…`) it shows the
+//! registered agents, shows a
 //! status change made through the CLI within a second with no reload, drops
 //! a removed agent's row, and renders hostile names as text. The test installs chromium when
 //! it is missing (tests/support/prereq.rs) and fails, never skips, when it
@@ -25,7 +27,23 @@ fn the_live_page_shows_agents_updates_without_reload_and_escapes() {
     s.ok(&["status", HOSTILE, "idle", "--message", HOSTILE_MSG]);
     let web = Web::start(&s.dir);
     let browser = Browser::start();
+
+    // Anonymous: the page loads, says why it shows nothing, and has no row.
     browser.goto(&format!("{}/", web.base));
+    let locked = eventually("the page to say it needs the token", || {
+        let c = browser.eval("return document.getElementById('conn').textContent;");
+        c.as_str()
+            .filter(|t| t.contains("needs the store's token"))
+            .map(str::to_string)
+    });
+    assert!(locked.contains("#token="), "{locked}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(browser.eval(ROWS), json!([]));
+    let ok = browser.eval("return fetch('/api/agents').then(r => r.status);");
+    assert_eq!(ok, json!(401));
+
+    // With the token in the address (its fragment never reaches a server).
+    browser.goto(&format!("{}/#token={}", web.base, web.token));
 
     let rows = eventually("the page to list the agents", || {
         let v = browser.eval(ROWS);
@@ -50,6 +68,9 @@ fn the_live_page_shows_agents_updates_without_reload_and_escapes() {
         let c = browser.eval("return document.getElementById('conn').textContent;");
         (c == "live").then_some(())
     });
+    // The token left the address bar (it stays in this tab's storage).
+    let address = browser.eval("return location.href;");
+    assert!(!address.as_str().unwrap().contains("token"), "{address}");
     // Mark the document: a reload would lose the mark.
     browser.eval("window.__same_document = 42; return null;");
 

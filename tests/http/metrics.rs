@@ -90,7 +90,7 @@ fn metrics_count_a_known_workload_exactly() {
 
     // A watcher over HTTP counts while it runs.
     assert_eq!(must(&page, "agentlog_watchers"), 0.0);
-    let url = format!("{}/api/events?from=1", web.base);
+    let url = web.url("/api/events?from=1");
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
         let mut r = ureq::get(&url).call().unwrap();

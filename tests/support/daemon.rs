@@ -147,6 +147,16 @@ impl Daemon {
         )
     }
 
+    /// Waits for the daemon to exit (after a signal sent meanwhile); returns
+    /// the exit status and stderr.
+    pub fn wait(mut self) -> (std::process::ExitStatus, String) {
+        let out = self.child.take().unwrap().wait_with_output().unwrap();
+        (
+            out.status,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     /// SIGKILL and wait (leaves the socket file behind).
     pub fn kill(mut self) {
         let mut c = self.child.take().unwrap();

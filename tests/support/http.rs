@@ -1,21 +1,38 @@
 //! Shared harness of the HTTP tests: a daemon started with
 //! `serve --http 127.0.0.1:0` (its address read from `hello`), plain GETs
-//! through `ureq`, the Prometheus text parsed into samples, and a WebDriver
+//! through `ureq` (as the owner, with the store's token, or anonymous), the
+//! Prometheus text parsed into samples, and a WebDriver
 
 //! session on Debian's chromium through chromedriver (killed on drop).
 
 #[allow(unused_imports)] // not every test group uses each
-pub use super::daemon::{bin, eventually, Conn, Daemon, Store, NOW};
+pub use super::daemon::{bin, eventually, eventually_within, Conn, Daemon, Store, NOW};
 use super::prereq::{CHROMEDRIVER, CHROMIUM};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A daemon serving HTTP, and its base URL.
+/// A daemon serving HTTP, its base URL and the store's token.
 pub struct Web {
     pub daemon: Daemon,
     pub base: String,
+    pub token: String,
+}
+
+/// The HTTP token of the store in `dir` (`serve --http` makes it).
+pub fn token(dir: &Path) -> String {
+    let path = dir.join("http.token");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// `url` with `token` in its query (as the page's event streams send it).
+pub fn with_token(url: &str, token: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}token={token}")
 }
 
 impl Web {
@@ -37,11 +54,23 @@ impl Web {
         Web {
             daemon,
             base: format!("http://{addr}"),
+            token: token(dir),
         }
     }
 
-    /// GET `path`: status and body.
+    /// The URL of `path` as the owner's (the token in the query).
+    pub fn url(&self, path: &str) -> String {
+        with_token(&format!("{}{path}", self.base), &self.token)
+    }
+
+    /// GET `path` as the owner (`Authorization: Bearer`): status and body.
     pub fn get(&self, path: &str) -> (u16, String) {
+        let auth = format!("Bearer {}", self.token);
+        get_with(&format!("{}{path}", self.base), &[("authorization", &auth)])
+    }
+
+    /// GET `path` with no token: status and body.
+    pub fn get_anon(&self, path: &str) -> (u16, String) {
         get(&format!("{}{path}", self.base))
     }
 
@@ -62,10 +91,16 @@ fn agent() -> ureq::Agent {
 }
 
 pub fn get(url: &str) -> (u16, String) {
-    let mut r = agent()
-        .get(url)
-        .call()
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    get_with(url, &[])
+}
+
+/// GET `url` with extra `headers`: status and body.
+pub fn get_with(url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut req = agent().get(url);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let mut r = req.call().unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = r.status().as_u16();
     (status, r.body_mut().read_to_string().unwrap())
 }

@@ -28,11 +28,34 @@ pub struct Serve {
     /// Longest request line, bytes
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_line: usize,
+    /// Socket connections of writers (fitted to the descriptors available)
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: usize,
+    /// Socket connections of observers (peers that may not write)
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_observers: usize,
+    /// Open watches (socket and /api/events)
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_watchers: usize,
+    /// Open HTTP connections
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_http_connections: usize,
+    /// Open HTTP event streams
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_sse: usize,
     /// Close connections idle this long
     #[arg(long, value_name = "SECS", default_value_t = 300)]
     pub idle_timeout: u64,
+    /// Close a connection whose peer reads nothing this long while a reply waits
+    #[arg(long, value_name = "SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub write_timeout: u64,
+    /// An HTTP request's headers must arrive within this (also the keep-alive idle time)
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_idle_timeout: u64,
+    /// Also accept this name in HTTP's Host header (repeatable; IP
+    /// addresses and localhost always are)
+    #[arg(long, value_name = "NAME")]
+    pub http_host: Vec<String>,
     /// Items a watcher may have unsent before it gets `lagged`
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub watch_buffer: usize,
@@ -111,7 +134,14 @@ pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
     let sopts = ServeOptions {
         max_line: a.max_line,
         max_connections: a.max_connections,
+        max_observers: a.max_observers,
+        max_watchers: a.max_watchers,
+        http_max_connections: a.max_http_connections,
+        max_sse: a.max_sse,
         idle_timeout: Duration::from_secs(a.idle_timeout.max(1)),
+        write_timeout: Duration::from_secs(a.write_timeout),
+        http_idle_timeout: Duration::from_secs(a.http_idle_timeout),
+        http_hosts: a.http_host.clone(),
         watch_buffer: a.watch_buffer,
         sweep_every: secs(a.sweep_every),
         publish_every: (a.publish_every_ms > 0).then(|| Duration::from_millis(a.publish_every_ms)),
@@ -133,7 +163,11 @@ pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
             std::process::id()
         );
         if let Some(addr) = http {
-            println!("agentlog serve: http://{addr}/ (metrics at /metrics)");
+            println!(
+                "agentlog serve: http://{addr}/ (metrics at /metrics; registry data needs the \
+                 token in {}: open http://{addr}/#token=TOKEN)",
+                agentlog::daemon::http_token_path(dir).display()
+            );
         }
         if let Some(r) = replica {
             println!(

@@ -4,25 +4,31 @@
 //! fetched from elsewhere), and the same data for scripts under `/api/`
 //! (PROTOCOL.md, "HTTP").
 //!
-//! Invariants: only what an observer may see over the socket is served
-//! (the read-only `list`, `audit` and `watch` views; nothing here writes);
-//! the page puts every registry string into the DOM as text, never as
-//! markup, and its Content-Security-Policy forbids inline script; a slow
-//! HTTP client is a watcher like any other and never makes the writer wait.
+//! Invariants: nothing here writes; nothing of the registry reaches a
+//! caller the daemon cannot name ([`auth`]: the owner's token, else only the
+//! public paths), and every request must name this server in `Host`; the
+//! page puts every registry string into the DOM as text, never as markup,
+//! and its Content-Security-Policy forbids inline script; connections are
+//! capped and timed out ([`listen`]); a slow HTTP client is a watcher like
+//! any other and never makes the writer wait.
 
+pub mod auth;
+mod listen;
 mod metrics;
 mod sse;
 
 use super::server::Shared;
 use super::{code, ErrorReply, ServeError, ServeResult};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
@@ -40,13 +46,29 @@ pub(crate) struct Http {
     /// `(unix ms, heartbeats in the second before)`, oldest first.
     rates: Mutex<VecDeque<(u64, u64)>>,
     rate_tx: broadcast::Sender<(u64, u64)>,
+    /// The owner's token (`auth`).
+    token: String,
+    /// Open event streams (`/api/events`, `/api/heartbeats`).
+    sse: AtomicUsize,
+}
+
+/// What `bind` prepares: the listener, the metrics recorder and the token.
+pub(crate) struct Bound {
+    listener: TcpListener,
+    prometheus: PrometheusHandle,
+    token: String,
+}
+
+impl Bound {
+    pub fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
 }
 
 /// Binds `addr` (before the daemon reports ready, so a bad address fails
-/// `serve`) and installs the metrics recorder.
-pub(crate) async fn bind(
-    addr: std::net::SocketAddr,
-) -> ServeResult<(TcpListener, PrometheusHandle)> {
+/// `serve`), installs the metrics recorder and loads (or makes) the store's
+/// token file.
+pub(crate) async fn bind(addr: std::net::SocketAddr, dir: &std::path::Path) -> ServeResult<Bound> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ServeError::Http {
@@ -54,23 +76,26 @@ pub(crate) async fn bind(
             what: "cannot listen",
             source,
         })?;
-    Ok((listener, metrics::install()?))
+    let token = auth::load_or_create(dir)?;
+    Ok(Bound {
+        listener,
+        prometheus: metrics::install()?,
+        token,
+    })
 }
 
 /// Serves until the daemon starts shutting down; also samples heartbeats/s
 /// and keeps the recorder's histograms bounded. Returns the tasks to abort
 /// at shutdown.
-pub(crate) fn start(
-    listener: TcpListener,
-    prometheus: PrometheusHandle,
-    shared: Arc<Shared>,
-) -> Vec<tokio::task::JoinHandle<()>> {
+pub(crate) fn start(bound: Bound, shared: Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
     let (rate_tx, _) = broadcast::channel(64);
     let http = Arc::new(Http {
         shared: shared.clone(),
-        prometheus,
+        prometheus: bound.prometheus,
         rates: Mutex::new(VecDeque::with_capacity(RATE_HISTORY)),
         rate_tx,
+        token: bound.token,
+        sse: AtomicUsize::new(0),
     });
     let app = Router::new()
         .route("/", get(page_html))
@@ -83,20 +108,78 @@ pub(crate) fn start(
         .route("/api/agents/{name}/audit", get(audit))
         .route("/api/events", get(sse::events))
         .route("/api/heartbeats", get(sse::heartbeats))
+        .layer(axum::middleware::from_fn_with_state(http.clone(), guard))
         .with_state(http.clone());
-    let mut stop = shared.shutdown.clone();
-    let server = tokio::spawn(async move {
-        let until = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(until)
-            .await
-        {
-            tracing::error!("the HTTP server stopped: {e}");
-        }
-    });
+    let server = tokio::spawn(listen::accept_loop(
+        bound.listener,
+        app,
+        shared,
+        Arc::new(AtomicUsize::new(0)),
+    ));
     vec![server, tokio::spawn(sample_rates(http))]
+}
+
+/// Every request: `Host` must name this server (421 otherwise), and a
+/// path that is not public needs the owner's token (401 otherwise).
+async fn guard(State(http): State<Arc<Http>>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let hosts = &http.shared.opts.http_hosts;
+    if !host.is_some_and(|h| auth::host_allowed(h, hosts)) {
+        let msg = format!(
+            "Host {:?} does not name this server: use its IP address or localhost \
+             (serve --http-host NAME allows a name)",
+            host.unwrap_or("")
+        );
+        return error_response(&ErrorReply::new(code::MISDIRECTED, msg, 1));
+    }
+    if !auth::is_public(req.uri().path()) {
+        let shown = auth::shown_token(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .map(HeaderValue::as_bytes),
+            req.uri().query(),
+        );
+        if !shown.is_some_and(|t| auth::same_token(t, http.token.as_bytes())) {
+            let msg = format!(
+                "{} shows registry data: it needs the store's token (the file {} in the \
+                 store folder, readable by its owner) as `Authorization: Bearer TOKEN`, \
+                 or open the page as /#token=TOKEN",
+                req.uri().path(),
+                auth::TOKEN_FILE
+            );
+            let mut r = error_response(&ErrorReply::new(code::UNAUTHORIZED, msg, 1));
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(req).await
+}
+
+/// One open event stream, counted against `max_sse` while it lives.
+pub(crate) struct SseSlot(Arc<Http>);
+
+impl SseSlot {
+    /// A slot, or the `too_many_connections` error when all are taken.
+    pub fn take(http: &Arc<Http>) -> Result<SseSlot, ErrorReply> {
+        let n = http.sse.fetch_add(1, Ordering::AcqRel);
+        let slot = SseSlot(http.clone());
+        if n >= http.shared.opts.max_sse {
+            let msg = format!("too many event streams ({n} open): try again later");
+            return Err(ErrorReply::new(code::TOO_MANY_CONNECTIONS, msg, 1));
+        }
+        Ok(slot)
+    }
+}
+
+impl Drop for SseSlot {
+    fn drop(&mut self) {
+        self.0.sse.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 fn now_ms() -> u64 {
@@ -166,7 +249,9 @@ fn error_response(e: &ErrorReply) -> Response {
     let status = match e.code.as_str() {
         code::USAGE | code::BAD_REQUEST => StatusCode::BAD_REQUEST,
         code::NOT_FOUND | code::REFUSED => StatusCode::NOT_FOUND,
-        code::SHUTTING_DOWN => StatusCode::SERVICE_UNAVAILABLE,
+        code::UNAUTHORIZED => StatusCode::UNAUTHORIZED,
+        code::MISDIRECTED => StatusCode::MISDIRECTED_REQUEST,
+        code::SHUTTING_DOWN | code::TOO_MANY_CONNECTIONS => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, Json(json!({ "error": e }))).into_response()
@@ -322,7 +407,6 @@ mod tests {
     use crate::registry::codec::Origin;
     use crate::registry::{Event, Lsn, Registration};
     use crate::store::{Store, StoreOptions};
-    use std::sync::atomic::AtomicUsize;
     use tokio::sync::Notify;
 
     /// `/readyz` needs no operation methods.
@@ -376,6 +460,8 @@ mod tests {
             shutdown,
             store_id: "test".into(),
             connections: AtomicUsize::new(0),
+            observers: AtomicUsize::new(0),
+            writers: AtomicUsize::new(0),
             lagged: AtomicUsize::new(0),
             watchers: AtomicUsize::new(0),
             http_addr: None,
@@ -392,6 +478,8 @@ mod tests {
             prometheus,
             rates: Mutex::default(),
             rate_tx,
+            token: "t".into(),
+            sse: AtomicUsize::new(0),
         });
         assert_eq!(
             ready(&http).await,

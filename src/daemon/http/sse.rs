@@ -14,7 +14,7 @@
 //! one `Heartbeat` event per beat at the batch's LSN) carry the id on the
 //! last one only, so a reconnect inside such a group gets it whole again.
 
-use super::{error_response, Http};
+use super::{error_response, Http, SseSlot};
 use crate::daemon::watch;
 use crate::daemon::{code, ErrorReply};
 use axum::extract::{Query, State};
@@ -53,7 +53,8 @@ fn params(
 ) -> Result<Map<String, Value>, ErrorReply> {
     let mut p = Map::new();
     for key in q.keys() {
-        if !["from", "agent", "kinds", "changes", "latest"].contains(&key.as_str()) {
+        // `token` is the caller's credential (`super::auth`), not a parameter.
+        if !["from", "agent", "kinds", "changes", "latest", "token"].contains(&key.as_str()) {
             return Err(usage(format!(
                 "/api/events: unknown parameter `{key}` (from, agent, kinds, changes, latest)"
             )));
@@ -71,7 +72,13 @@ fn params(
     }
     if let Some(last) = headers.get("last-event-id") {
         let v = String::from_utf8_lossy(last.as_bytes()).into_owned();
-        p.insert("from".into(), json!(lsn("Last-Event-ID", &v)? + 1));
+        // The item after it; no LSN follows the largest one (never wraps).
+        let next = lsn("Last-Event-ID", &v)?.checked_add(1).ok_or_else(|| {
+            usage(format!(
+                "/api/events: Last-Event-ID {v:?} is the largest LSN: no item can follow it"
+            ))
+        })?;
+        p.insert("from".into(), json!(next));
     }
     if let Some(a) = q.get("agent") {
         p.insert("agent".into(), json!(a));
@@ -92,13 +99,9 @@ fn params(
 /// One watch item as an SSE event: its key (`change`, `event`, `error`,
 /// `present`) is the event name, its LSN the id (`with_id`: the last item
 /// of its record's group), the object the data.
-fn sse_event(item: &Value, with_id: bool) -> Event {
-    let (name, body) = match item.as_object().and_then(|o| o.iter().next()) {
-        Some((k, v)) => (k.as_str(), v),
-        None => ("error", item),
-    };
-    let mut ev = Event::default().event(name).data(body.to_string());
-    if let Some(lsn) = body.get("lsn").and_then(Value::as_u64).filter(|_| with_id) {
+fn sse_event(item: &watch::Item, with_id: bool) -> Event {
+    let mut ev = Event::default().event(&item.key).data(&item.body);
+    if let Some(lsn) = item.lsn.filter(|_| with_id) {
         ev = ev.id(lsn.to_string());
     }
     ev
@@ -114,6 +117,10 @@ pub(super) async fn events(
         Ok(p) => p,
         Err(e) => return error_response(&e),
     };
+    let slot = match SseSlot::take(&http) {
+        Ok(s) => s,
+        Err(e) => return error_response(&e),
+    };
     let watch = match watch::open(&http.shared, &params).await {
         Ok(w) => w,
         Err(e) => return error_response(&e),
@@ -124,6 +131,10 @@ pub(super) async fn events(
     let rest = stream::unfold(Some(watch), move |state| async move {
         let mut watch: watch::Stream = state?;
         let Some(item) = watch.items.recv().await else {
+            if watch.failed() {
+                // Its last item was the log's error: nothing to add.
+                return None;
+            }
             let last = match watch.lagged() {
                 Some(resume) => Event::default()
                     .event("lagged")
@@ -145,8 +156,9 @@ pub(super) async fn events(
         let events = batch
             .iter()
             .flat_map(|group| {
-                let last = group.len().saturating_sub(1);
+                let last = group.items.len().saturating_sub(1);
                 group
+                    .items
                     .iter()
                     .enumerate()
                     .map(move |(i, item)| sse_event(item, i == last))
@@ -155,12 +167,16 @@ pub(super) async fn events(
         Some((events, Some(watch)))
     })
     .flat_map(stream::iter);
-    respond(stream::once(async { first }).chain(rest))
+    respond(stream::once(async { first }).chain(rest), slot)
 }
 
 /// `/api/heartbeats`: `history` (the samples kept, oldest first), then a
 /// `rate` event each second; each sample is `[unix ms, heartbeats]`.
 pub(super) async fn heartbeats(State(http): State<Arc<Http>>) -> Response {
+    let slot = match SseSlot::take(&http) {
+        Ok(s) => s,
+        Err(e) => return error_response(&e),
+    };
     let rx = http.rate_tx.subscribe();
     let history: Vec<(u64, u64)> = http
         .rates
@@ -191,15 +207,19 @@ pub(super) async fn heartbeats(State(http): State<Arc<Http>>) -> Response {
             }
         }
     });
-    respond(stream::once(async { first }).chain(rest))
+    respond(stream::once(async { first }).chain(rest), slot)
 }
 
-/// An SSE response of `events`, with a keep-alive comment every 15 s.
-fn respond<S>(events: S) -> Response
+/// An SSE response of `events`, with a keep-alive comment every 15 s; the
+/// stream holds `slot` until it ends.
+fn respond<S>(events: S, slot: SseSlot) -> Response
 where
     S: Stream<Item = Event> + Send + 'static,
 {
-    Sse::new(events.map(Ok::<_, Infallible>))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    Sse::new(events.map(move |e| {
+        let _held = &slot;
+        Ok::<_, Infallible>(e)
+    }))
+    .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    .into_response()
 }

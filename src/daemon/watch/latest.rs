@@ -176,7 +176,12 @@ impl Rows {
 /// stops: one as soon as the stream opens, then one after each commit that
 /// moved the served state, at most one per [`TICK`] (longer after a big
 /// batch, see [`PAUSE_PER_ITEM`]).
-pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sender<super::Group>) {
+pub(super) async fn produce(
+    shared: Arc<Shared>,
+    mut rows: Rows,
+    tx: mpsc::Sender<super::Group>,
+    budget: Arc<tokio::sync::Semaphore>,
+) {
     let mut shutdown = shared.shutdown.clone();
     // The (applied LSN, agents) of the last look: a compaction that retires
     // agents changes the second without moving the first.
@@ -194,7 +199,8 @@ pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sende
             let (store, d) = (shared.store.clone(), shared.dispatch.clone());
             let step = tokio::task::spawn_blocking(move || {
                 let batch = rows.next_batch(&store, d.as_ref());
-                (batch, rows)
+                let items: Vec<super::Item> = batch.into_iter().map(super::Item::new).collect();
+                (items, rows)
             })
             .await;
             let Ok((batch, r)) = step else { return };
@@ -204,7 +210,13 @@ pub(super) async fn produce(shared: Arc<Shared>, mut rows: Rows, tx: mpsc::Sende
             let pause = pause.clamp(TICK, MAX_PAUSE);
             for item in batch {
                 tokio::select! {
-                    sent = tx.send(vec![item]) => if sent.is_err() { return },
+                    group = super::Group::reserve(vec![item], &budget) => {
+                        let Some(group) = group else { return };
+                        tokio::select! {
+                            sent = tx.send(group) => if sent.is_err() { return },
+                            _ = shutdown.changed() => return,
+                        }
+                    }
                     _ = shutdown.changed() => return,
                 }
             }

@@ -9,7 +9,30 @@
 // active" moved), a row's cells are written only when their text changes,
 // and the table's rows are built once and moved, never rebuilt, so an
 // update does not lay out the whole table again.
+// Registry data needs the store's token (PROTOCOL.md, "HTTP"): the page
+// takes it from its address (/#token=…; the fragment never reaches a
+// server), keeps it for this tab only (sessionStorage, per origin: no
+// cookie, which every port of the host would receive), and shows it as
+// `Authorization: Bearer` (fetch) or `token=` (EventSource sends no
+// headers). Without it the page says so and loads nothing.
 "use strict";
+
+const TOKEN = (() => {
+  const m = /^#token=([0-9a-fA-F]+)$/.exec(location.hash);
+  if (m) {
+    sessionStorage.setItem("agentlog-token", m[1]);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  return sessionStorage.getItem("agentlog-token") || "";
+})();
+// A token pasted into the address of an open page: load the page with it.
+window.addEventListener("hashchange", () => {
+  if (/^#token=/.test(location.hash)) location.reload();
+});
+const AUTH = TOKEN ? { headers: { Authorization: "Bearer " + TOKEN } } : {};
+const withToken = (url) => (TOKEN ? url + (url.includes("?") ? "&" : "?") + "token=" + TOKEN : url);
+// Thrown when the daemon wants the token: no retry helps.
+class Locked extends Error {}
 
 const RENDER_EVERY = 200; // ms, when a change shows (status, message, a new or gone row)
 const QUIET_EVERY = 2000; // ms, when rows only moved their "last active" (heartbeats)
@@ -294,13 +317,14 @@ function applyPresent(p) {
 }
 
 async function start() {
-  const res = await fetch("/api/agents");
+  const res = await fetch("/api/agents", AUTH);
+  if (res.status === 401) throw new Locked();
   if (!res.ok) throw new Error("/api/agents: HTTP " + res.status);
   const doc = await res.json();
   for (const r of doc.agents) pending.set(r.name, r);
   lsn = doc.lsn;
   render();
-  const es = new EventSource("/api/events?changes=true&latest=true&from=" + (doc.lsn + 1));
+  const es = new EventSource(withToken("/api/events?changes=true&latest=true&from=" + (doc.lsn + 1)));
   es.addEventListener("watching", () => setConn("live", "live"));
   es.addEventListener("change", (e) => applyChange(JSON.parse(e.data)));
   es.addEventListener("present", (e) => applyPresent(JSON.parse(e.data)));
@@ -323,7 +347,7 @@ async function showAudit(name) {
   auditAt = Date.now();
   $("audit").hidden = false;
   $("audit-name").textContent = name;
-  const res = await fetch("/api/agents/" + encodeURIComponent(name) + "/audit?limit=200");
+  const res = await fetch("/api/agents/" + encodeURIComponent(name) + "/audit?limit=200", AUTH);
   const list = $("audit-list");
   if (!res.ok) {
     list.replaceChildren(el("li", "audit failed: HTTP " + res.status));
@@ -378,6 +402,11 @@ setInterval(refreshAges, 5000);
 // A page opened before its daemon (or while it restarts) keeps trying.
 function connect() {
   start().catch((e) => {
+    if (e instanceof Locked) {
+      const how = TOKEN ? "the token was refused" : "registry data needs the store's token";
+      setConn(how + ": open this page as /#token=… (the store's http.token)", "locked");
+      return;
+    }
     setConn(String(e.message || e) + ", retrying…", "down");
     setTimeout(connect, 1000);
   });
