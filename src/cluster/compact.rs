@@ -344,15 +344,12 @@ impl ClusterNode {
     /// Deletes stream sequences, [`DELETES_IN_FLIGHT`] at a time (one by
     /// one, a compaction naming thousands of posts took half a minute).
     async fn delete_sequences(&self, d: &mut Deleting<'_>, seqs: &[Lsn]) -> ClusterResult<()> {
-        use futures_util::{stream, StreamExt, TryStreamExt};
         for chunk in seqs.chunks(DELETES_IN_FLIGHT) {
             for _ in chunk {
                 self.step(d).await?;
             }
-            stream::iter(chunk.iter().map(|&seq| self.delete_one(seq)))
-                .buffer_unordered(DELETES_IN_FLIGHT)
-                .try_collect::<Vec<()>>()
-                .await?;
+            let deletes = chunk.iter().copied().map(|seq| self.delete_one(seq));
+            futures_util::future::try_join_all(deletes).await?;
         }
         Ok(())
     }

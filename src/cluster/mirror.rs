@@ -634,8 +634,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = shared(dir.path());
         let subject = s.subjects.ctl();
-        let alien = [99u8, 0, 0, 0, 0, 0, 0, 0, 0, 7];
-        let e = s.apply(4, &subject, &Bytes::from_static(&alien)).unwrap_err();
+        const ALIEN: [u8; 10] = [99, 0, 0, 0, 0, 0, 0, 0, 0, 7];
+        let alien = ALIEN;
+        let e = s.apply(4, &subject, &Bytes::from_static(&ALIEN)).unwrap_err();
         let StoreError::Decode { source, .. } = e else {
             panic!("{e}")
         };

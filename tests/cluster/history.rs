@@ -20,7 +20,7 @@
 //! failover and compaction figures.
 
 use crate::support::cluster::*;
-use agentlog::cluster::{ClusterError, ClusterNode};
+use agentlog::cluster::ClusterNode;
 use agentlog::compact::CompactOptions;
 use agentlog::model::Status;
 use agentlog::registry::{decode, EventKind, Lsn, PostMessage, Registration, RetentionPolicy};
@@ -449,7 +449,8 @@ async fn faults_under_load_with_compactions_lose_nothing() {
     for t in tasks[victim].drain(..) {
         t.await.unwrap();
     }
-    let old = std::mem::replace(&mut hs[victim], hs[0].clone());
+    let keeper = hs[0].clone();
+    let old = std::mem::replace(&mut hs[victim], keeper);
     drop(Arc::into_inner(old).expect("the victim's writers ended"));
     let restarted = Instant::now();
     hs[victim] = Arc::new(
