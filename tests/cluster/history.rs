@@ -375,6 +375,12 @@ async fn leader(node: &ClusterNode) -> usize {
     name.trim_start_matches('n').parse().unwrap()
 }
 
+/// The index of the server a host's client is connected to.
+fn connected_server(node: &ClusterNode) -> usize {
+    let info = node.jetstream().client().server_info();
+    info.server_name.trim_start_matches('n').parse().unwrap()
+}
+
 fn signal(pid: u32, sig: i32) {
     // SAFETY: kill(2) on a child process id this test started.
     let r = unsafe { libc::kill(pid as i32, sig) };
@@ -432,12 +438,27 @@ async fn faults_under_load_with_compactions_lose_nothing() {
     nats.restart(l);
     wait_stream_healthy(hs[0].jetstream(), "faults").await;
 
-    // 2. A server SIGSTOPped (host 2's own): its host moves to another.
-    let paused = 2;
+    // 2. A server SIGSTOPped: one a host is connected to, not the stream's
+    //    leader (a paused leader adds an election, measured above), so
+    //    this measures the host's failover to another server.
+    let l = leader(&hs[0]).await;
+    let (host, paused) = (0..3)
+        .map(|h| (h, connected_server(&hs[h])))
+        .find(|&(_, s)| s != l)
+        .expect("a host off the leader's server");
     let pid = nats.pids()[paused];
     signal(pid, libc::SIGSTOP);
     let took = progress(&history, &agents, 10, "server pause").await;
-    eprintln!("fault server-pause (n{paused}): every writer resumed in {took:?}");
+    let moved = connected_server(&hs[host]);
+    eprintln!(
+        "fault server-pause (n{paused}, host h{host}'s server): every writer resumed in \
+         {took:?}, h{host} now on n{moved}"
+    );
+    assert_ne!(moved, paused, "h{host} stayed on its paused server");
+    assert!(
+        took < Duration::from_secs(10),
+        "failover from a paused server took {took:?}"
+    );
     tokio::time::sleep(phase_secs(1.0)).await;
     signal(pid, libc::SIGCONT);
     wait_stream_healthy(hs[0].jetstream(), "faults").await;
@@ -492,5 +513,106 @@ async fn faults_under_load_with_compactions_lose_nothing() {
         if let Some(n) = Arc::into_inner(h) {
             n.close().await.unwrap();
         }
+    }
+}
+
+/// Compaction under a paced write load (issue 27): back-to-back
+/// compactions through one host while writers change statuses through
+/// three at `rate` writes/s; every compaction must finish (no fault is
+/// injected). The suite runs 250 writes/s; `AGENTLOG_COMPACTION_RATES`
+/// (e.g. `0,250,1000`) and `AGENTLOG_HISTORY_SECS` make it the benchmark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compactions_finish_under_sustained_write_load() {
+    let rates: Vec<u64> = std::env::var("AGENTLOG_COMPACTION_RATES")
+        .unwrap_or_else(|_| "250".into())
+        .split(',')
+        .map(|r| r.trim().parse().expect("AGENTLOG_COMPACTION_RATES: numbers"))
+        .collect();
+    let nats = NatsCluster::start(3);
+    nats.wait_ready("paced").await;
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let servers: Vec<Vec<String>> = (0..3).map(|i| vec![nats.url(i)]).collect();
+    let hs = hosts(&dirs, &servers, "paced", 200).await;
+    let history = Arc::new(History::default());
+    const WRITERS: usize = 12;
+    let agents: Vec<String> = (0..WRITERS).map(|w| format!("p{w}")).collect();
+    for a in &agents {
+        hs[0].register(reg(a), Some(history.at())).await.unwrap();
+    }
+    for rate in rates {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked_before = history.acked();
+        let mut tasks = Vec::new();
+        if rate > 0 {
+            let pace = Duration::from_secs_f64(WRITERS as f64 / rate as f64);
+            for (w, a) in agents.iter().enumerate() {
+                tasks.push(tokio::spawn(paced_writer(
+                    hs[w % 3].clone(),
+                    format!("r{rate}-c{w}"),
+                    a.clone(),
+                    history.clone(),
+                    stop.clone(),
+                    pace,
+                )));
+            }
+        }
+        let started = Instant::now();
+        let compactor = tokio::spawn(churn_and_compact(hs[1].clone(), history.clone(), stop.clone()));
+        tokio::time::sleep(phase_secs(4.0)).await;
+        stop.store(true, Ordering::Relaxed);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let c = compactor.await.unwrap();
+        let secs = started.elapsed().as_secs_f64();
+        let writes = history.acked() - acked_before;
+        let mut ms: Vec<u128> = c.ok.iter().map(|d| d.as_millis()).collect();
+        ms.sort_unstable();
+        let median = ms.get(ms.len() / 2).copied().unwrap_or(0);
+        eprintln!(
+            "compaction at {rate} writes/s asked ({:.0} acknowledged/s): {} of {} finished, \
+             median {median} ms, max {} ms",
+            writes as f64 / secs,
+            c.ok.len(),
+            c.ok.len() + c.failed.len(),
+            ms.last().copied().unwrap_or(0)
+        );
+        assert!(c.failed.is_empty(), "at {rate} writes/s: {:?}", c.failed);
+        assert!(c.ok.len() >= 2, "at {rate} writes/s: {} compactions", c.ok.len());
+    }
+    let refs: Vec<&ClusterNode> = hs.iter().map(|h| h.as_ref()).collect();
+    check("paced compactions", &history, &refs, &agents).await;
+    drop(refs);
+    for h in hs {
+        Arc::into_inner(h).unwrap().close().await.unwrap();
+    }
+}
+
+/// [`writer`] at one write per `pace` (the time a write takes included).
+async fn paced_writer(
+    node: Arc<ClusterNode>,
+    client: String,
+    agent: String,
+    history: Arc<History>,
+    stop: Arc<AtomicBool>,
+    pace: Duration,
+) {
+    let mut tick = tokio::time::interval(pace);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        tick.tick().await;
+        let tag = format!("{client}-{n}");
+        n += 1;
+        let status = if n % 2 == 0 { Status::Busy } else { Status::Idle };
+        let outcome = node
+            .set_status(&agent, status, Some(tag.clone()), Some(history.at()))
+            .await
+            .map_err(|e| e.to_string());
+        history.record(Op {
+            tag,
+            agent: agent.clone(),
+            outcome,
+        });
     }
 }
