@@ -430,37 +430,40 @@ async fn faults_under_load_with_compactions_lose_nothing() {
     ));
     progress(&history, &agents, 20, "warm-up").await;
 
-    // 1. The stream's leader SIGKILLed, then restarted.
+    // 1. A server SIGSTOPped: one a host is connected to, and not the
+    //    stream's leader if a host is off it (a paused leader adds an
+    //    election), so this measures the host's failover to another server.
+    let l = leader(&hs[0]).await;
+    let on: Vec<usize> = hs.iter().map(|h| connected_server(h)).collect();
+    let host = (0..3).find(|&h| on[h] != l).unwrap_or(0);
+    let paused = on[host];
+    let pid = nats.pids()[paused];
+    signal(pid, libc::SIGSTOP);
+    let took = progress(&history, &agents, 10, "server pause").await;
+    let moved = connected_server(&hs[host]);
+    let election = if paused == l { ", the stream's leader" } else { "" };
+    eprintln!(
+        "fault server-pause (n{paused}{election}, host h{host}'s server): every writer resumed \
+         in {took:?}, h{host} now on n{moved}"
+    );
+    assert_ne!(moved, paused, "h{host} stayed on its paused server");
+    // Not the 3 s stale bound: a paused server may be the meta leader,
+    // and the mirror's consumer is recreated only after its election
+    // (BENCHMARKS.md, "Replicated mode under faults").
+    assert!(
+        took < Duration::from_secs(30),
+        "failover from a paused server took {took:?}"
+    );
+    tokio::time::sleep(phase_secs(1.0)).await;
+    signal(pid, libc::SIGCONT);
+    wait_stream_healthy(hs[0].jetstream(), "faults").await;
+
+    // 2. The stream's leader SIGKILLed, then restarted.
     let l = leader(&hs[0]).await;
     nats.kill(l);
     let took = progress(&history, &agents, 10, "leader kill").await;
     eprintln!("fault leader-kill (server n{l}): every writer resumed in {took:?}");
     nats.restart(l);
-    wait_stream_healthy(hs[0].jetstream(), "faults").await;
-
-    // 2. A server SIGSTOPped: one a host is connected to, not the stream's
-    //    leader (a paused leader adds an election, measured above), so
-    //    this measures the host's failover to another server.
-    let l = leader(&hs[0]).await;
-    let (host, paused) = (0..3)
-        .map(|h| (h, connected_server(&hs[h])))
-        .find(|&(_, s)| s != l)
-        .expect("a host off the leader's server");
-    let pid = nats.pids()[paused];
-    signal(pid, libc::SIGSTOP);
-    let took = progress(&history, &agents, 10, "server pause").await;
-    let moved = connected_server(&hs[host]);
-    eprintln!(
-        "fault server-pause (n{paused}, host h{host}'s server): every writer resumed in \
-         {took:?}, h{host} now on n{moved}"
-    );
-    assert_ne!(moved, paused, "h{host} stayed on its paused server");
-    assert!(
-        took < Duration::from_secs(10),
-        "failover from a paused server took {took:?}"
-    );
-    tokio::time::sleep(phase_secs(1.0)).await;
-    signal(pid, libc::SIGCONT);
     wait_stream_healthy(hs[0].jetstream(), "faults").await;
 
     // 3. A host dropped without closing (as killed: its tasks aborted, no
