@@ -251,10 +251,11 @@ impl ClusterNode {
             let msg = PublishMessage::build()
                 .payload(payload.into())
                 .message_id(self.next_msg_id());
-            seq = self.publish_acked(&subject, msg).await.map_err(|e| {
-                nats_err(format!("publish compaction marker on {subject}"), e)
-            })?
-            .sequence;
+            seq = self
+                .publish_acked(&subject, msg)
+                .await
+                .map_err(|e| nats_err(format!("publish compaction marker on {subject}"), e))?
+                .sequence;
         }
         self.wait_applied(seq).await?;
         self.delete_named(&mut deleting, &sp, upto).await?;
@@ -407,7 +408,12 @@ impl ClusterNode {
         };
         self.wait_applied(last).await?;
         if self.shared.correct_folded(subject, asked_at, last) {
-            tracing::debug!(subject, was = asked_at, now = last, "corrected a subject's expected sequence");
+            tracing::debug!(
+                subject,
+                was = asked_at,
+                now = last,
+                "corrected a subject's expected sequence"
+            );
         }
         Ok(())
     }

@@ -140,7 +140,13 @@ impl Shared {
     /// Refuses the record at `seq` (see the module docs): a filler in the
     /// local log, its subject's sequence moved, a line in [`REFUSED_FILE`]
     /// and an error in the log. An error only if this host cannot write.
-    fn refuse(&self, seq: Lsn, subject: &str, payload: &[u8], reason: String) -> Result<(), String> {
+    fn refuse(
+        &self,
+        seq: Lsn,
+        subject: &str,
+        payload: &[u8],
+        reason: String,
+    ) -> Result<(), String> {
         let record = RefusedRecord {
             seq,
             subject: subject.to_string(),
@@ -636,7 +642,9 @@ mod tests {
         let subject = s.subjects.ctl();
         const ALIEN: [u8; 10] = [99, 0, 0, 0, 0, 0, 0, 0, 0, 7];
         let alien = ALIEN;
-        let e = s.apply(4, &subject, &Bytes::from_static(&ALIEN)).unwrap_err();
+        let e = s
+            .apply(4, &subject, &Bytes::from_static(&ALIEN))
+            .unwrap_err();
         let StoreError::Decode { source, .. } = e else {
             panic!("{e}")
         };

@@ -109,7 +109,9 @@ mod tests {
         let e = check_publishable("al.f.ctl", &cut, 1 << 20).unwrap_err();
         let text = e.to_string();
         assert!(
-            text.contains("al.f.ctl") && text.contains("cannot decode") && text.contains("nothing was published"),
+            text.contains("al.f.ctl")
+                && text.contains("cannot decode")
+                && text.contains("nothing was published"),
             "{text}"
         );
     }

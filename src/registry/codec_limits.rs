@@ -66,12 +66,14 @@ fn at(seed: u64) -> Timestamp {
 fn round_trips(kind: EventKind, seed: u64) -> Result<(), TestCaseError> {
     let e = Event { at: at(seed), kind };
     let mut bytes = encode(&e);
-    let back = decode(&bytes).map_err(|err| {
-        TestCaseError::fail(format!("{} bytes: {err}", bytes.len()))
-    })?;
+    let back = decode(&bytes)
+        .map_err(|err| TestCaseError::fail(format!("{} bytes: {err}", bytes.len())))?;
     prop_assert_eq!(&back, &e);
     super::codec::push_origin(&mut bytes, Origin { uid: 1, pid: 2 });
-    prop_assert_eq!(decode(&bytes).map_err(|err| TestCaseError::fail(err.to_string()))?, e);
+    prop_assert_eq!(
+        decode(&bytes).map_err(|err| TestCaseError::fail(err.to_string()))?,
+        e
+    );
     Ok(())
 }
 

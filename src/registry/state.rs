@@ -350,7 +350,11 @@ impl State {
                 let agents: HashSet<&str> = agents
                     .iter()
                     .map(String::as_str)
-                    .filter(|a| self.agents.get(a).is_some_and(|x| x.last_event_lsn <= *upto))
+                    .filter(|a| {
+                        self.agents
+                            .get(a)
+                            .is_some_and(|x| x.last_event_lsn <= *upto)
+                    })
                     .collect();
                 let messages: HashSet<Lsn> = messages.iter().copied().collect();
                 let sessions: HashSet<&SessionKey> = sessions

@@ -410,7 +410,12 @@ mod tests {
         use crate::registry::tag;
         assert_eq!(
             tags,
-            [tag::AGENT_REGISTERED, tag::PURGED, tag::PURGED, tag::HEARTBEAT]
+            [
+                tag::AGENT_REGISTERED,
+                tag::PURGED,
+                tag::PURGED,
+                tag::HEARTBEAT
+            ]
         );
     }
 }

@@ -90,7 +90,11 @@ async fn writer(
     while !stop.load(Ordering::Relaxed) {
         let tag = format!("{client}-{n}");
         n += 1;
-        let status = if n % 2 == 0 { Status::Busy } else { Status::Idle };
+        let status = if n % 2 == 0 {
+            Status::Busy
+        } else {
+            Status::Idle
+        };
         let outcome = node
             .set_status(&agent, status, Some(tag.clone()), Some(history.at()))
             .await
@@ -129,7 +133,9 @@ fn records(node: &ClusterNode) -> Vec<(Lsn, Vec<u8>)> {
         .view()
         .iter_from(0)
         .map(|r| r.unwrap())
-        .filter(|r| agentlog::registry::codec::tag_of(r.payload) != Some(agentlog::registry::tag::PURGED))
+        .filter(|r| {
+            agentlog::registry::codec::tag_of(r.payload) != Some(agentlog::registry::tag::PURGED)
+        })
         .map(|r| (r.lsn, r.payload.to_vec()))
         .collect()
 }
@@ -156,22 +162,37 @@ async fn check(what: &str, history: &History, hosts: &[&ClusterNode], agents: &[
         );
         let dup: Vec<_> = stored.iter().filter(|(_, l)| l.len() > 1).collect();
         assert!(dup.is_empty(), "{what}: host {i} duplicated {dup:?}");
-        assert!(h.refused().is_empty(), "{what}: host {i} refused {:?}", h.refused());
+        assert!(
+            h.refused().is_empty(),
+            "{what}: host {i} refused {:?}",
+            h.refused()
+        );
         assert!(h.applied() >= last);
     }
     let first = records(hosts[0]);
     for (i, h) in hosts.iter().enumerate().skip(1) {
-        assert!(records(h) == first, "{what}: host {i}'s log differs from host 0's");
+        assert!(
+            records(h) == first,
+            "{what}: host {i}'s log differs from host 0's"
+        );
     }
     let out = tempfile::tempdir().unwrap();
     let bytes = exports(hosts, out.path());
-    assert!(bytes.iter().all(|b| *b == bytes[0]), "{what}: exports differ");
+    assert!(
+        bytes.iter().all(|b| *b == bytes[0]),
+        "{what}: exports differ"
+    );
     // No agent left unwritable, on any host.
     for (i, h) in hosts.iter().enumerate() {
         for a in agents {
-            h.set_status(a, Status::Busy, Some(format!("after-{i}")), Some(history.at()))
-                .await
-                .unwrap_or_else(|e| panic!("{what}: host {i} cannot write {a} after the run: {e}"));
+            h.set_status(
+                a,
+                Status::Busy,
+                Some(format!("after-{i}")),
+                Some(history.at()),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{what}: host {i} cannot write {a} after the run: {e}"));
         }
     }
     let failed = ops.len() - acked;
@@ -190,12 +211,27 @@ async fn hosts(
 ) -> Vec<Arc<ClusterNode>> {
     let mut out = Vec::new();
     for (i, d) in dirs.iter().enumerate() {
-        out.push(Arc::new(host_at(d.path(), servers[i].clone(), fleet, &format!("h{i}"), max_messages).await));
+        out.push(Arc::new(
+            host_at(
+                d.path(),
+                servers[i].clone(),
+                fleet,
+                &format!("h{i}"),
+                max_messages,
+            )
+            .await,
+        ));
     }
     out
 }
 
-async fn host_at(dir: &Path, servers: Vec<String>, fleet: &str, name: &str, max_messages: usize) -> ClusterNode {
+async fn host_at(
+    dir: &Path,
+    servers: Vec<String>,
+    fleet: &str,
+    name: &str,
+    max_messages: usize,
+) -> ClusterNode {
     let opts = StoreOptions {
         max_messages,
         ..store_options()
@@ -214,7 +250,10 @@ async fn nine_writers_contending_for_one_agent_leave_it_writable_everywhere() {
     let servers: Vec<Vec<String>> = (0..3).map(|i| vec![nats.url(i)]).collect();
     let hs = hosts(&dirs, &servers, "contend", 200).await;
     let history = Arc::new(History::default());
-    hs[0].register(reg("hot"), Some(history.at())).await.unwrap();
+    hs[0]
+        .register(reg("hot"), Some(history.at()))
+        .await
+        .unwrap();
     converge(&hs.iter().map(|h| h.as_ref()).collect::<Vec<_>>()).await;
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -241,7 +280,11 @@ async fn nine_writers_contending_for_one_agent_leave_it_writable_everywhere() {
         .filter(|e| !e.contains("conflict"))
         .collect();
     assert!(other.is_empty(), "{other:?}");
-    assert!(history.acked() > 50, "only {} acknowledged", history.acked());
+    assert!(
+        history.acked() > 50,
+        "only {} acknowledged",
+        history.acked()
+    );
     let refs: Vec<&ClusterNode> = hs.iter().map(|h| h.as_ref()).collect();
     check("contention", &history, &refs, &["hot".to_string()]).await;
     drop(refs);
@@ -260,7 +303,10 @@ async fn ten_posters_past_the_cap_never_conflict() {
     let hs = hosts(&dirs, &servers, "cap", CAP).await;
     let history = Arc::new(History::default());
     for p in 0..10 {
-        hs[0].register(reg(&format!("poster-{p}")), Some(history.at())).await.unwrap();
+        hs[0]
+            .register(reg(&format!("poster-{p}")), Some(history.at()))
+            .await
+            .unwrap();
     }
     converge(&hs.iter().map(|h| h.as_ref()).collect::<Vec<_>>()).await;
     let posts = (phase_secs(3.0).as_secs_f64() * 20.0) as usize;
@@ -270,7 +316,8 @@ async fn ten_posters_past_the_cap_never_conflict() {
         tasks.push(tokio::spawn(async move {
             let mut failed = Vec::new();
             for n in 0..posts {
-                let post = PostMessage::new(&format!("poster-{p}"), None, "load", &format!("p{p}-{n}"));
+                let post =
+                    PostMessage::new(&format!("poster-{p}"), None, "load", &format!("p{p}-{n}"));
                 if let Err(e) = node.post_message(post, Some(history.at())).await {
                     failed.push(e.to_string());
                 }
@@ -282,13 +329,23 @@ async fn ten_posters_past_the_cap_never_conflict() {
     for t in tasks {
         failed.extend(t.await.unwrap());
     }
-    assert!(failed.is_empty(), "{} of {} posts failed: {:?}", failed.len(), 10 * posts, &failed[..failed.len().min(3)]);
+    assert!(
+        failed.is_empty(),
+        "{} of {} posts failed: {:?}",
+        failed.len(),
+        10 * posts,
+        &failed[..failed.len().min(3)]
+    );
     let refs: Vec<&ClusterNode> = hs.iter().map(|h| h.as_ref()).collect();
     converge(&refs).await;
     for h in &refs {
         let s = h.store().state();
         assert_eq!(s.messages().len(), CAP);
-        assert_eq!(s.drops_total() as usize, 10 * posts - CAP, "every drop counted once");
+        assert_eq!(
+            s.drops_total() as usize,
+            10 * posts - CAP,
+            "every drop counted once"
+        );
         assert!(h.refused().is_empty());
     }
     let out = tempfile::tempdir().unwrap();
@@ -327,7 +384,11 @@ async fn churn_and_compact(
         for _ in 0..5 {
             let name = format!("done-{n}");
             n += 1;
-            if compactor.register(reg(&name), Some(history.at())).await.is_ok() {
+            if compactor
+                .register(reg(&name), Some(history.at()))
+                .await
+                .is_ok()
+            {
                 let _ = compactor
                     .set_status(&name, Status::Exited, None, Some(history.at()))
                     .await;
@@ -371,7 +432,16 @@ async fn leader(node: &ClusterNode) -> usize {
         .get_stream(node.subjects().stream_name())
         .await
         .unwrap();
-    let name = s.info().await.unwrap().cluster.as_ref().unwrap().leader.clone().unwrap();
+    let name = s
+        .info()
+        .await
+        .unwrap()
+        .cluster
+        .as_ref()
+        .unwrap()
+        .leader
+        .clone()
+        .unwrap();
     name.trim_start_matches('n').parse().unwrap()
 }
 
@@ -441,7 +511,11 @@ async fn faults_under_load_with_compactions_lose_nothing() {
     signal(pid, libc::SIGSTOP);
     let took = progress(&history, &agents, 10, "server pause").await;
     let moved = connected_server(&hs[host]);
-    let election = if paused == l { ", the stream's leader" } else { "" };
+    let election = if paused == l {
+        ", the stream's leader"
+    } else {
+        ""
+    };
     eprintln!(
         "fault server-pause (n{paused}{election}, host h{host}'s server): every writer resumed \
          in {took:?}, h{host} now on n{moved}"
@@ -478,7 +552,14 @@ async fn faults_under_load_with_compactions_lose_nothing() {
     drop(Arc::into_inner(old).expect("the victim's writers ended"));
     let restarted = Instant::now();
     hs[victim] = Arc::new(
-        host_at(dirs[victim].path(), servers[victim].clone(), "faults", "h2", 200).await,
+        host_at(
+            dirs[victim].path(),
+            servers[victim].clone(),
+            "faults",
+            "h2",
+            200,
+        )
+        .await,
     );
     stops[victim].store(false, Ordering::Relaxed);
     tasks[victim] = spawn_writers(&hs, victim);
@@ -529,7 +610,11 @@ async fn compactions_finish_under_sustained_write_load() {
     let rates: Vec<u64> = std::env::var("AGENTLOG_COMPACTION_RATES")
         .unwrap_or_else(|_| "250".into())
         .split(',')
-        .map(|r| r.trim().parse().expect("AGENTLOG_COMPACTION_RATES: numbers"))
+        .map(|r| {
+            r.trim()
+                .parse()
+                .expect("AGENTLOG_COMPACTION_RATES: numbers")
+        })
         .collect();
     let nats = NatsCluster::start(3);
     nats.wait_ready("paced").await;
@@ -560,7 +645,11 @@ async fn compactions_finish_under_sustained_write_load() {
             }
         }
         let started = Instant::now();
-        let compactor = tokio::spawn(churn_and_compact(hs[1].clone(), history.clone(), stop.clone()));
+        let compactor = tokio::spawn(churn_and_compact(
+            hs[1].clone(),
+            history.clone(),
+            stop.clone(),
+        ));
         tokio::time::sleep(phase_secs(4.0)).await;
         stop.store(true, Ordering::Relaxed);
         for t in tasks {
@@ -581,7 +670,11 @@ async fn compactions_finish_under_sustained_write_load() {
             ms.last().copied().unwrap_or(0)
         );
         assert!(c.failed.is_empty(), "at {rate} writes/s: {:?}", c.failed);
-        assert!(c.ok.len() >= 2, "at {rate} writes/s: {} compactions", c.ok.len());
+        assert!(
+            c.ok.len() >= 2,
+            "at {rate} writes/s: {} compactions",
+            c.ok.len()
+        );
     }
     let refs: Vec<&ClusterNode> = hs.iter().map(|h| h.as_ref()).collect();
     check("paced compactions", &history, &refs, &agents).await;
@@ -607,7 +700,11 @@ async fn paced_writer(
         tick.tick().await;
         let tag = format!("{client}-{n}");
         n += 1;
-        let status = if n % 2 == 0 { Status::Busy } else { Status::Idle };
+        let status = if n % 2 == 0 {
+            Status::Busy
+        } else {
+            Status::Idle
+        };
         let outcome = node
             .set_status(&agent, status, Some(tag.clone()), Some(history.at()))
             .await
