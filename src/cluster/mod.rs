@@ -120,19 +120,17 @@ impl From<StoreError> for ClusterError {
 /// A failed publish: an unpublishable record as itself, else a NATS error.
 fn publish_err(subject: &str, e: PublishError) -> ClusterError {
     use std::error::Error;
-    if let Some(u) = e.source().and_then(|s| s.downcast_ref::<ClusterError>()) {
-        if let ClusterError::Unpublishable {
-            subject,
-            bytes,
-            reason,
-        } = u
-        {
-            return ClusterError::Unpublishable {
-                subject: subject.clone(),
-                bytes: *bytes,
-                reason: reason.clone(),
-            };
-        }
+    if let Some(ClusterError::Unpublishable {
+        subject,
+        bytes,
+        reason,
+    }) = e.source().and_then(|s| s.downcast_ref::<ClusterError>())
+    {
+        return ClusterError::Unpublishable {
+            subject: subject.clone(),
+            bytes: *bytes,
+            reason: reason.clone(),
+        };
     }
     nats_err(format!("publish on {subject}"), e)
 }

@@ -90,7 +90,7 @@ async fn writer(
     while !stop.load(Ordering::Relaxed) {
         let tag = format!("{client}-{n}");
         n += 1;
-        let status = if n % 2 == 0 {
+        let status = if n.is_multiple_of(2) {
             Status::Busy
         } else {
             Status::Idle
@@ -700,7 +700,7 @@ async fn paced_writer(
         tick.tick().await;
         let tag = format!("{client}-{n}");
         n += 1;
-        let status = if n % 2 == 0 {
+        let status = if n.is_multiple_of(2) {
             Status::Busy
         } else {
             Status::Idle
