@@ -16,6 +16,7 @@ mod cluster {
     mod convergence;
     mod daemon;
     mod heartbeats;
+    mod history;
     mod host_probe;
     mod nats_kill;
     mod orphans;

@@ -13,33 +13,42 @@
 //! 1. publishes [`EventKind::StreamCompacted`] markers naming every agent,
 //!    message and session whose records the plan drops: one, or several
 //!    when one would exceed the servers' largest message
-//!    ([`StreamCompaction::marker_max_bytes`]), the `k`-th conditional on
-//!    the stream's last sequence being `S + k - 1`, so they land together
-//!    right after `S` and judge exactly the state they were planned on (a
-//!    lost race re-plans; markers already stored stay valid);
-//! 2. purges the subjects of the agents and sessions named (one atomic
-//!    purge each, up to `S`), deletes the named posts by sequence, then the
-//!    other dropped sequences one by one (middle heartbeats of runs,
-//!    receipts and cap-drop records naming only dropped messages).
+//!    ([`StreamCompaction::marker_max_bytes`]), each carrying `upto = S`.
+//!    **A marker need not be last** (issue 27): it is published without a
+//!    condition on the stream's last sequence, so writes landing between
+//!    `S` and the marker never make it lose (under load the old
+//!    "right after `S`" condition lost every retry). Its fold removes only
+//!    what nothing touched since `S` ([`crate::registry::State`]: an agent
+//!    whose last event is at or before `S`, a session still timed out at
+//!    the marker's time, the posts named);
+//! 2. purges the subjects of the agents and sessions named that the
+//!    marker's fold removed (one atomic purge each, up to `S`; those absent
+//!    from the fold once the markers are folded here), deletes the named
+//!    posts by sequence, then the other dropped sequences one by one
+//!    (middle heartbeats of runs, receipts and cap-drop records naming
+//!    only dropped messages).
 //!
 //! Invariant: the fold of the stream, by any host at any time after step 1
-//! (whatever part of step 2 it saw), equals retention of the fold before:
-//! each marker's fold removes what it names, and a record the deletion has
-//! not reached (or that a host folded before it went) only concerns what
-//! the markers name or is a middle heartbeat. Between two markers of one
+//! (whatever part of step 2 it saw), equals retention of the fold before,
+//! less what was touched after `S`: each marker's fold removes what it
+//! names and nothing touched since; a record the deletion has not reached
+//! (or that a host folded before it went) only concerns what the markers
+//! remove or is a middle heartbeat; and an agent or session the marker
+//! kept is never purged (skipping a purge is always safe: the marker's
+//! fold removes those records on every host). Between two markers of one
 //! compaction a host holds the state with the first part removed: still a
-//! state of a fold, and retention once the last part lands.
+//! state of a fold.
 //!
 //! A dry run (`opts.dry_run`) catches the mirror up to the stream and
 //! plans, taking no lock and publishing nothing.
 
+use super::publish::check_publishable;
 use super::{nats_err, ClusterError, ClusterNode, ClusterResult, LeaseKey, SweepLease};
 use crate::compact::{CompactOptions, CompactionReport};
 use crate::registry::codec::{self, Origin};
 use crate::registry::{tag, Event, EventKind, Lsn, SessionKey};
 use crate::store::StoreError;
 use crate::time::Timestamp;
-use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::stream::{
     DeleteMessageErrorKind, LastRawMessageErrorKind, RawMessageErrorKind,
@@ -62,6 +71,8 @@ pub const MARKER_HEADROOM: usize = 1024;
 /// Most bytes one name adds to a marker's payload beyond its own text: a
 /// varint length (or a varint LSN) is at most 9 bytes (bincode).
 const VARINT_MAX: usize = 9;
+/// Deletions of single sequences in flight at once.
+const DELETES_IN_FLIGHT: usize = 32;
 
 /// How the stream is compacted (a field of [`super::ClusterOptions`]).
 #[derive(Debug, Clone, Default)]
@@ -213,61 +224,47 @@ impl ClusterNode {
         opts: &CompactOptions,
     ) -> ClusterResult<CompactionReport> {
         let started = Instant::now();
-        let rounds = self.opts.conflict_rounds.max(1);
-        'round: for _ in 0..rounds {
-            self.catch_up().await?;
-            let (mut report, upto, sp, last) = self.plan_stream(now, opts)?;
-            let mut deleting = Deleting {
-                lock,
-                renewed: Instant::now(),
-                done: 0,
-            };
-            if let Some(before) = last.upto {
-                self.finish(&mut deleting, &last.named, before).await?;
-            }
-            if sp.is_empty() {
-                report.duration_ms = started.elapsed().as_millis() as u64;
-                return Ok(report);
-            }
-            let markers = sp.markers(upto, now, origin, self.marker_max_bytes())?;
-            let subject = self.shared.subjects.ctl();
-            let mut seq = upto;
-            for payload in markers {
-                let msg = PublishMessage::build()
-                    .payload(payload.into())
-                    .message_id(self.next_msg_id())
-                    .expected_last_sequence(seq);
-                seq = match self.publish_acked(&subject, msg).await {
-                    Ok(ack) => ack.sequence,
-                    // Markers stored before this one stay; the next round
-                    // finishes their deletions and plans the rest again.
-                    Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => continue 'round,
-                    Err(e) => {
-                        return Err(nats_err(
-                            format!("publish compaction marker on {subject}"),
-                            e,
-                        ))
-                    }
-                };
-            }
-            self.wait_applied(seq).await?;
-            self.delete_named(&mut deleting, &sp, upto).await?;
-            for &seq in &sp.deletes {
-                self.delete_sequence(&mut deleting, seq).await?;
-            }
-            let store = self.store();
-            report.generation = store.log().stats().generation;
-            report.bytes_after = store.log().stats().bytes;
+        self.catch_up().await?;
+        let (mut report, upto, sp, last) = self.plan_stream(now, opts)?;
+        let mut deleting = Deleting {
+            lock,
+            renewed: Instant::now(),
+            done: 0,
+        };
+        if let Some(before) = last.upto {
+            self.finish(&mut deleting, &last.named, before).await?;
+        }
+        if sp.is_empty() {
             report.duration_ms = started.elapsed().as_millis() as u64;
             return Ok(report);
         }
-        Err(ClusterError::Conflict {
-            subject: format!(
-                "{} (the stream kept moving)",
-                self.shared.subjects.stream_name()
-            ),
-            rounds,
-        })
+        let markers = sp.markers(upto, now, origin, self.marker_max_bytes())?;
+        let subject = self.shared.subjects.ctl();
+        for payload in &markers {
+            check_publishable(&subject, payload, self.max_payload())?;
+        }
+        let mut seq = upto;
+        for payload in markers {
+            // No condition on the stream's last sequence: a marker need not
+            // be last (see the module docs). Its message id makes a retry
+            // after a lost ack land once.
+            let msg = PublishMessage::build()
+                .payload(payload.into())
+                .message_id(self.next_msg_id());
+            seq = self
+                .publish_acked(&subject, msg)
+                .await
+                .map_err(|e| nats_err(format!("publish compaction marker on {subject}"), e))?
+                .sequence;
+        }
+        self.wait_applied(seq).await?;
+        self.delete_named(&mut deleting, &sp, upto).await?;
+        self.delete_sequences(&mut deleting, &sp.deletes).await?;
+        let store = self.store();
+        report.generation = store.log().stats().generation;
+        report.bytes_after = store.log().stats().bytes;
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(report)
     }
 
     /// Step 0: if the last thing the compaction whose markers are `named`
@@ -319,8 +316,20 @@ impl ClusterNode {
         upto: Lsn,
     ) -> ClusterResult<()> {
         let subjects = &self.shared.subjects;
-        let purged = named.agents.iter().map(|a| subjects.agent(a));
-        for subject in purged.chain(named.sessions.iter().map(|k| subjects.session(k))) {
+        // Those the markers' fold kept (touched after `upto`) keep their
+        // records: the fold here is past the markers (the caller waited).
+        let (agents, sessions) = self.store().with_state(|s, _| {
+            let agents: Vec<String> = (named.agents.iter())
+                .filter(|a| s.agent(a).is_none())
+                .map(|a| subjects.agent(a))
+                .collect();
+            let sessions: Vec<String> = (named.sessions.iter())
+                .filter(|k| !s.sessions().contains_key(*k))
+                .map(|k| subjects.session(k))
+                .collect();
+            (agents, sessions)
+        });
+        for subject in agents.into_iter().chain(sessions) {
             self.step(d).await?;
             self.stream
                 .purge()
@@ -329,15 +338,25 @@ impl ClusterNode {
                 .await
                 .map_err(|e| nats_err(format!("purge {subject} below {}", upto + 1), e))?;
         }
-        for &seq in &named.messages {
-            self.delete_sequence(d, seq).await?;
+        let posts: Vec<Lsn> = named.messages.iter().copied().collect();
+        self.delete_sequences(d, &posts).await
+    }
+
+    /// Deletes stream sequences, [`DELETES_IN_FLIGHT`] at a time (one by
+    /// one, a compaction naming thousands of posts took half a minute).
+    async fn delete_sequences(&self, d: &mut Deleting<'_>, seqs: &[Lsn]) -> ClusterResult<()> {
+        for chunk in seqs.chunks(DELETES_IN_FLIGHT) {
+            for _ in chunk {
+                self.step(d).await?;
+            }
+            let deletes = chunk.iter().copied().map(|seq| self.delete_one(seq));
+            futures_util::future::try_join_all(deletes).await?;
         }
         Ok(())
     }
 
     /// Deletes one stream sequence (one already gone is done).
-    async fn delete_sequence(&self, d: &mut Deleting<'_>, seq: Lsn) -> ClusterResult<()> {
-        self.step(d).await?;
+    async fn delete_one(&self, seq: Lsn) -> ClusterResult<()> {
         match self.stream.delete_message(seq).await {
             Ok(_) => Ok(()),
             Err(e)
@@ -378,13 +397,24 @@ impl ClusterNode {
     /// expectation if a compaction deleted the record it named (else every
     /// retry would lose again).
     pub(crate) async fn refresh_subject(&self, subject: &str) -> ClusterResult<()> {
+        // What the map says before the leader is asked: a record folded
+        // after the question is newer than the answer (see
+        // `mirror::Shared::correct_folded`).
+        let asked_at = self.shared.folded_of(subject);
         let last = match self.stream.get_last_raw_message_by_subject(subject).await {
             Ok(m) => m.sequence,
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => 0,
             Err(e) => return Err(nats_err(format!("last message of {subject}"), e)),
         };
         self.wait_applied(last).await?;
-        self.shared.correct_folded(subject, last);
+        if self.shared.correct_folded(subject, asked_at, last) {
+            tracing::debug!(
+                subject,
+                was = asked_at,
+                now = last,
+                "corrected a subject's expected sequence"
+            );
+        }
         Ok(())
     }
 }

@@ -13,6 +13,17 @@
 //! log up to it before it announces the marker or folds anything after it
 //! (docs/scaling.md §6).
 //!
+//! Refused records (docs/scaling.md §4): a stream record this build cannot
+//! decode is never a reason to stop. The mirror holds its sequence by a
+//! `Purged` filler, still counts it as its subject's last sequence (the
+//! stream holds it there), records it in [`REFUSED_FILE`] in the store's
+//! directory and in [`Shared::refused`] (`hello`, `/readyz`), logs it as an
+//! error, and folds on. Every host applies the same rule to the same bytes,
+//! so a fresh host refuses the same records and never inherits a stop; the
+//! operator's recovery is in the docs (upgrade, or delete the record from
+//! the stream, then rebuild the mirror from an empty directory). Only
+//! failures of this host (its disk, its log) still stop the mirror.
+//!
 //! Waking: the mirror folds every message the consumer already holds
 //! (up to [`FOLD_BATCH`]) before it announces the last one, and a command
 //! waiting for its sequence is woken by itself ([`Shared::wait_applied`]),
@@ -21,6 +32,7 @@
 
 use crate::registry::{codec, tag, Lsn};
 use crate::store::{Store, StoreError};
+use crate::time::Timestamp;
 use async_nats::jetstream::consumer::{pull, DeliverPolicy};
 use async_nats::jetstream::stream::Stream;
 use bytes::Bytes;
@@ -51,6 +63,26 @@ pub(crate) struct Shared {
     /// ([`Shared::tap`]); `tapped` spares the lock when no one does.
     tap: Mutex<Option<mpsc::UnboundedSender<(Lsn, Bytes)>>>,
     tapped: AtomicBool,
+    /// Records of the stream this build could not apply (see the module
+    /// docs), as [`REFUSED_FILE`] holds them.
+    refused: Mutex<Vec<RefusedRecord>>,
+}
+
+/// Where a replica lists the stream records it refused, one JSON object a
+/// line ([`RefusedRecord`]); it outlives restarts, and an empty directory
+/// (a rebuilt mirror) starts without it.
+pub const REFUSED_FILE: &str = "replica-refused.jsonl";
+
+/// A stream record the mirror could not apply and skipped.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RefusedRecord {
+    /// Its stream sequence (held locally by a `Purged` filler).
+    pub seq: Lsn,
+    pub subject: String,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// Why it could not be applied (the decoder's error).
+    pub reason: String,
 }
 
 /// A record folded by the mirror: its stream sequence and payload.
@@ -81,6 +113,7 @@ impl Shared {
             }
         }
         let (applied, _) = watch::channel(store.applied_lsn());
+        let refused = read_refused(store.dir())?;
         Ok(Shared {
             store,
             subjects,
@@ -90,7 +123,66 @@ impl Shared {
             waiters: Mutex::new(Vec::new()),
             tap: Mutex::new(None),
             tapped: AtomicBool::new(false),
+            refused: Mutex::new(refused),
         })
+    }
+
+    /// The stream records this replica refused (see the module docs).
+    pub fn refused(&self) -> Vec<RefusedRecord> {
+        lock(&self.refused).clone()
+    }
+
+    /// The last folded sequence of `subject` (0: none).
+    pub fn folded_of(&self, subject: &str) -> Lsn {
+        lock(&self.folded).get(subject).copied().unwrap_or(0)
+    }
+
+    /// Refuses the record at `seq` (see the module docs): a filler in the
+    /// local log, its subject's sequence moved, a line in [`REFUSED_FILE`]
+    /// and an error in the log. An error only if this host cannot write.
+    fn refuse(
+        &self,
+        seq: Lsn,
+        subject: &str,
+        payload: &[u8],
+        reason: String,
+    ) -> Result<(), String> {
+        let record = RefusedRecord {
+            seq,
+            subject: subject.to_string(),
+            bytes: payload.len(),
+            reason,
+        };
+        tracing::error!(
+            seq,
+            subject,
+            bytes = payload.len(),
+            reason = %record.reason,
+            "refused a stream record this build cannot apply; the mirror goes on without it \
+             (docs/scaling.md §4, \"Refused records\")"
+        );
+        let at = codec::decode_header(payload).map_or(Timestamp(0), |(_, at)| at);
+        {
+            let mut folded = lock(&self.folded);
+            self.store
+                .append_refused(seq, at)
+                .map_err(|e| format!("holding refused record {seq}: {e}"))?;
+            if !is_tag(payload, tag::HEARTBEAT_BATCH) {
+                folded.insert(subject.to_string(), seq);
+            }
+        }
+        let path = self.store.dir().join(REFUSED_FILE);
+        let mut line = serde_json::to_vec(&record).expect("a record serializes");
+        line.push(b'\n');
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&line))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        lock(&self.refused).push(record);
+        Ok(())
     }
 
     /// Runs `f` with the per-subject sequences locked: the state it reads
@@ -189,16 +281,24 @@ impl Shared {
         }
     }
 
-    /// Corrects a subject's last sequence to what the stream says (after a
-    /// compaction deleted the record the map named; see
-    /// `ClusterNode::refresh_subject`). Only ever lowers it: a higher value
-    /// is a record the mirror folded since the stream was asked.
-    pub fn correct_folded(&self, subject: &str, last: Lsn) {
+    /// Corrects a subject's last sequence to what the stream's leader
+    /// answered (`last`), asked after the map said `asked_at` (see
+    /// `ClusterNode::refresh_subject`). Only if the map has not moved since:
+    /// then `last` is newer knowledge than the map (a compaction deleted the
+    /// record it named, or it missed one), and a record stored after the
+    /// answer moves the map again when folded. If the mirror folded a
+    /// record of the subject meanwhile, that record is newer than the
+    /// answer, and the map is kept: lowering it below what the mirror
+    /// folded would make every later publish on the subject lose, on every
+    /// host that did so, until a record no one expects lands (issue 27).
+    pub fn correct_folded(&self, subject: &str, asked_at: Lsn, last: Lsn) -> bool {
         let mut folded = lock(&self.folded);
-        match folded.get_mut(subject) {
-            Some(seq) if *seq > last => *seq = last,
-            _ => {}
+        let now = folded.get(subject).copied().unwrap_or(0);
+        if now != asked_at || now == last {
+            return false;
         }
+        folded.insert(subject.to_string(), last);
+        true
     }
 
     /// Applies one stream message (announced by the caller, see
@@ -223,6 +323,25 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// The refused records listed in `dir`'s [`REFUSED_FILE`] (none if absent).
+fn read_refused(dir: &std::path::Path) -> Result<Vec<RefusedRecord>, StoreError> {
+    let path = dir.join(REFUSED_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(crate::LogError::io(&path, e).into()),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                StoreError::Replication(format!("{} line {}: {e}", path.display(), i + 1))
+            })
+        })
+        .collect()
 }
 
 /// Whether an encoded event has tag `t` (origin flag aside).
@@ -382,9 +501,19 @@ async fn fold(
             shared.announce(before);
         }
     }
-    shared
-        .apply(seq, msg.subject.as_str(), &msg.payload)
-        .map_err(|e| fatal(&e))?;
+    match shared.apply(seq, msg.subject.as_str(), &msg.payload) {
+        Ok(()) => {}
+        // The record itself is the problem, on every host alike: refused,
+        // and the mirror goes on (see the module docs).
+        Err(StoreError::Decode { source, .. }) => {
+            shared
+                .refuse(seq, msg.subject.as_str(), &msg.payload, source.to_string())
+                .map_err(|e| fatal(&e))?;
+            *last = Some(seq);
+            return Ok(());
+        }
+        Err(e) => return Err(fatal(&e)),
+    }
     if marker {
         compact_local(shared, seq, &msg.payload)
             .await
@@ -462,6 +591,73 @@ mod tests {
         assert!(e.contains("record 5 cannot be applied"), "{e}");
         let e = s.wait_applied(10, long).await.unwrap_err().to_string();
         assert!(e.contains("record 5 cannot be applied"), "{e}");
+    }
+
+    fn status(agent: &str, n: u8) -> Vec<u8> {
+        codec::encode(&crate::registry::Event {
+            at: Timestamp::from_secs(1_900_000_000),
+            kind: crate::registry::EventKind::StatusChanged {
+                agent: agent.into(),
+                status: crate::model::Status::Busy,
+                message: Some(format!("step {n}")),
+                cause: crate::model::StatusCause::Command,
+            },
+        })
+    }
+
+    #[test]
+    fn a_subject_is_never_lowered_below_a_record_folded_since_the_stream_was_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = shared(dir.path());
+        let subject = s.subjects.agent("a");
+        let reg = codec::encode(&crate::registry::Event {
+            at: Timestamp::from_secs(1_900_000_000),
+            kind: crate::registry::EventKind::AgentRegistered {
+                reg: Box::new(crate::registry::Registration::new("a", "claude", "/w")),
+                kind: crate::registry::RegistrationKind::New,
+                host: None,
+            },
+        });
+        s.apply(1, &subject, &Bytes::from(reg)).unwrap();
+        s.apply(5, &subject, &Bytes::from(status("a", 1))).unwrap();
+        // A lost race: the map said 5 when the leader was asked, and it
+        // answered 5; another host's record at 7 was folded meanwhile.
+        let asked_at = s.folded_of(&subject);
+        s.apply(7, &subject, &Bytes::from(status("a", 2))).unwrap();
+        assert!(!s.correct_folded(&subject, asked_at, 5));
+        assert_eq!(s.folded_of(&subject), 7, "kept: the record at 7 is newer");
+        // A compaction purged the subject: the map had not moved, so the
+        // leader's answer (nothing left) replaces it.
+        assert!(s.correct_folded(&subject, 7, 0));
+        assert_eq!(s.folded_of(&subject), 0);
+        // A map that missed a record is raised to it.
+        assert!(s.correct_folded(&subject, 0, 7));
+        assert_eq!(s.folded_of(&subject), 7);
+    }
+
+    #[test]
+    fn a_refused_record_moves_its_subject_and_is_listed_in_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = shared(dir.path());
+        let subject = s.subjects.ctl();
+        const ALIEN: [u8; 10] = [99, 0, 0, 0, 0, 0, 0, 0, 0, 7];
+        let alien = ALIEN;
+        let e = s
+            .apply(4, &subject, &Bytes::from_static(&ALIEN))
+            .unwrap_err();
+        let StoreError::Decode { source, .. } = e else {
+            panic!("{e}")
+        };
+        s.refuse(4, &subject, &alien, source.to_string()).unwrap();
+        assert_eq!((s.folded_of(&subject), s.store.applied_lsn()), (4, 4));
+        let listed = read_refused(dir.path()).unwrap();
+        assert_eq!(listed, s.refused());
+        assert_eq!((listed[0].seq, listed[0].bytes), (4, alien.len()));
+        assert!(listed[0].reason.contains("tag 99"), "{:?}", listed[0]);
+        // The next record folds as usual.
+        s.apply(5, &s.subjects.agent("a"), &Bytes::from(status("a", 1)))
+            .unwrap();
+        assert_eq!(s.store.applied_lsn(), 5);
     }
 
     #[test]

@@ -40,10 +40,10 @@ pub use compact::{StreamCompaction, MARKER_HEADROOM};
 pub use heartbeats::{BatchLimits, HeartbeatTicket};
 pub use lease::{LeaseKey, SweepLease};
 pub use liveness::Staleness;
-pub use mirror::Folded;
+pub use mirror::{Folded, RefusedRecord, REFUSED_FILE};
 pub use stages::DurableStages;
 
-use publish::publish_retried;
+use publish::{check_publishable, publish_retried};
 pub use subjects::FleetSubjects;
 
 use crate::model::Status;
@@ -78,9 +78,18 @@ pub enum ClusterError {
     /// Lost the conditional publish this many times in a row.
     #[error("conflict: subject {subject} changed under {rounds} validations in a row")]
     Conflict { subject: String, rounds: usize },
-    /// The local mirror stopped (a stream record it cannot apply).
+    /// The local mirror stopped (this host cannot write its mirror).
     #[error("mirror stopped: {0}")]
     Mirror(String),
+    /// A record refused before it was published: no host could apply it
+    /// (this build's decoder, every mirror's, does not read it back, or it
+    /// exceeds the servers' largest message). Nothing was published.
+    #[error("unpublishable record on {subject} ({bytes} bytes): {reason}; nothing was published")]
+    Unpublishable {
+        subject: String,
+        bytes: usize,
+        reason: String,
+    },
     /// A batch of lazy heartbeats was not stored (or not folded here).
     #[error("heartbeat batch: {0}")]
     HeartbeatBatch(String),
@@ -106,6 +115,42 @@ impl From<StoreError> for ClusterError {
             other => ClusterError::Store(other),
         }
     }
+}
+
+/// A failed publish: an unpublishable record as itself, else a NATS error.
+fn publish_err(subject: &str, e: PublishError) -> ClusterError {
+    use std::error::Error;
+    if let Some(ClusterError::Unpublishable {
+        subject,
+        bytes,
+        reason,
+    }) = e.source().and_then(|s| s.downcast_ref::<ClusterError>())
+    {
+        return ClusterError::Unpublishable {
+            subject: subject.clone(),
+            bytes: *bytes,
+            reason: reason.clone(),
+        };
+    }
+    nats_err(format!("publish on {subject}"), e)
+}
+
+/// The subject of each event of a command's batch: each its own
+/// ([`FleetSubjects::of`]), except a cap-drop record, which travels on the
+/// subject of the event after it (the post that needs the room, on its
+/// sender's subject). So posts past the cap through several hosts contend
+/// only per sender, never on the fleet-wide control subject (issue 27): two
+/// hosts dropping the same messages at once is harmless, since a drop of a
+/// message already gone folds to nothing and the fold's own cap drops
+/// whatever a racing post still overflows (docs/scaling.md §2).
+fn batch_subjects(subjects: &FleetSubjects, events: &[Event]) -> Vec<String> {
+    let mut out: Vec<String> = events.iter().map(|e| subjects.of(&e.kind)).collect();
+    for i in (0..events.len().saturating_sub(1)).rev() {
+        if matches!(events[i].kind, EventKind::MessagesDropped { .. }) {
+            out[i] = out[i + 1].clone();
+        }
+    }
+    out
 }
 
 fn nats_err(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
@@ -158,6 +203,16 @@ impl ClusterOptions {
         }
     }
 }
+
+/// How often the client pings its server; three unanswered pings and it
+/// moves to another server (failover from a hung server, issue 27).
+pub const PING_EVERY: Duration = Duration::from_millis(500);
+/// How long one connection attempt may take (a paused server accepts the
+/// TCP connection and never says hello).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How long a request to the cluster (a publish's ack among them) waits.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Duplicate window of the stream: a retried `Nats-Msg-Id` inside it is
 /// stored once (docs/scaling.md §3).
@@ -221,19 +276,28 @@ impl ClusterNode {
     /// where its local log ends; nothing is refolded).
     pub async fn start(store: Store, opts: ClusterOptions) -> ClusterResult<ClusterNode> {
         let subjects = FleetSubjects::new(&opts.fleet).map_err(|e| nats_err("options", e))?;
+        // A server that stops answering (paused, hung) keeps its TCP
+        // connection open: only unanswered pings reveal it. Three missed
+        // pings, then a reconnect to another server (connection attempts
+        // bounded too), fit in the stale bound (docs/scaling.md §8).
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
+            .ping_interval(PING_EVERY)
+            .connection_timeout(CONNECT_TIMEOUT)
             .connect(opts.servers.clone())
             .await
             .map_err(|e| nats_err(format!("connect to {}", opts.servers.join(",")), e))?;
+        // An ack not back within this is retried (same message id: stored
+        // once), on whichever server the client reached meanwhile: what
+        // bounds a write's stall on a server that stopped answering.
         let js = jetstream::ContextBuilder::new()
-            .timeout(Duration::from_secs(5))
+            .timeout(REQUEST_TIMEOUT)
             .build(client.clone());
         let stream = ensure_stream(&js, &subjects, opts.replicas).await?;
         let batch_subject = subjects.heartbeats(&opts.host_id);
         let shared = Arc::new(mirror::Shared::new(Arc::new(store), subjects)?);
         let mirror = tokio::spawn(mirror::run(shared.clone(), stream.clone()));
-        let liveness = Arc::new(liveness::Liveness::new());
+        let liveness = Arc::new(liveness::Liveness::new(shared.applied.subscribe()));
         let prober = tokio::spawn(liveness::run(liveness.clone(), stream.clone()));
         let heartbeats = Arc::new(heartbeats::Batcher::new(opts.heartbeat_batches));
         let flusher = tokio::spawn(heartbeats::run(
@@ -306,6 +370,17 @@ impl ClusterNode {
         *self.shared.applied.borrow()
     }
 
+    /// The stream records this host's mirror refused and went past
+    /// (docs/scaling.md §4, "Refused records").
+    pub fn refused(&self) -> Vec<RefusedRecord> {
+        self.shared.refused()
+    }
+
+    /// The largest message the connected server takes (headers included).
+    pub fn max_payload(&self) -> usize {
+        self.client.max_payload()
+    }
+
     /// Every record the local mirror folds from now on, in stream order
     /// (one follower at a time; a dropped receiver ends it). Unbounded: the
     /// mirror never waits for the reader, so read it promptly.
@@ -371,6 +446,8 @@ impl ClusterNode {
             codec::push_origin(&mut payload, o);
         }
         let payload = bytes::Bytes::from(payload);
+        check_publishable(subject.as_str(), &payload, self.max_payload())
+            .map_err(|e| PublishError::with_source(PublishErrorKind::Other, e))?;
         let msg_id = self.next_msg_id();
         let msg = || {
             let m = PublishMessage::build()
@@ -407,12 +484,13 @@ impl ClusterNode {
             let validating = Instant::now();
             let planned = self.shared.with_folded(|folded| {
                 let events = self.shared.store.with_state(|s, _| check(s))?;
+                let subjects = batch_subjects(&self.shared.subjects, &events);
                 Ok::<_, StoreError>(
                     events
                         .into_iter()
-                        .map(|mut e| {
+                        .zip(subjects)
+                        .map(|(mut e, subject)| {
                             sweep::stamp_host(&mut e, &self.opts.host_id);
-                            let subject = self.shared.subjects.of(&e.kind);
                             let expect = folded.get(&subject).copied().unwrap_or(0);
                             (Subject::from(subject), expect, e)
                         })
@@ -443,7 +521,7 @@ impl ClusterNode {
                         lost = true;
                         break;
                     }
-                    Err(e) => return Err(nats_err(format!("publish on {subject}"), e)),
+                    Err(e) => return Err(publish_err(&subject, e)),
                 }
             }
             if !lost {
@@ -597,7 +675,7 @@ impl ClusterNode {
         let ack = self
             .publish_event(&subject, payload, origin, None)
             .await
-            .map_err(|e| nats_err(format!("publish heartbeat on {subject}"), e))?;
+            .map_err(|e| publish_err(&subject, e))?;
         self.wait_applied(ack.sequence).await?;
         Ok(ack.sequence)
     }

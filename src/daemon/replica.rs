@@ -124,10 +124,19 @@ impl Replica {
             "stale": contact.is_stale(),
             "stale_since": contact.stale_since.map(Timestamp::to_rfc3339_millis),
             "last_contact": contact.last_contact.to_rfc3339_millis(),
+            "behind": contact.behind,
+            "refused": self.refused(),
             "open": self.node.store().open_report().events_folded,
             "sweeper": self.lease.held(),
             "sweep_rounds": self.sweep_rounds.load(Ordering::Relaxed),
         })
+    }
+
+    /// The stream records this replica's mirror refused and went past
+    /// (docs/scaling.md §4, "Refused records"): `{seq, subject, bytes,
+    /// reason}` each, oldest first.
+    pub fn refused(&self) -> Value {
+        json!(self.node.refused())
     }
 
     /// The mark a stale replica adds to its replies (PROTOCOL.md):

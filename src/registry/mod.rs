@@ -7,6 +7,8 @@
 pub mod agents;
 mod batch;
 pub mod codec;
+#[cfg(test)]
+mod codec_limits;
 pub mod commands;
 pub mod error;
 pub mod events;

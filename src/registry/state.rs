@@ -356,16 +356,35 @@ impl State {
                 }
             }
             EventKind::StreamCompacted {
+                upto,
                 agents,
                 messages,
                 sessions,
-                ..
             } => {
-                // Hashed: a marker may name many of each.
+                // A marker need not land right after `upto`, the sequence
+                // its compaction was planned at (docs/scaling.md §6): what
+                // was touched since stays. An agent is removed only if its
+                // last event is at or before `upto`, a session only if it
+                // is still timed out at the marker's time (the plan's
+                // `now`); posts never change once stored. A marker right
+                // after `upto` (every marker before this rule) removes all
+                // it names, as it always did. Hashed: a marker may name
+                // many of each.
                 use std::collections::HashSet;
-                let agents: HashSet<&str> = agents.iter().map(String::as_str).collect();
+                let agents: HashSet<&str> = agents
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|a| {
+                        self.agents
+                            .get(a)
+                            .is_some_and(|x| x.last_event_lsn <= *upto)
+                    })
+                    .collect();
                 let messages: HashSet<Lsn> = messages.iter().copied().collect();
-                let sessions: HashSet<&SessionKey> = sessions.iter().collect();
+                let sessions: HashSet<&SessionKey> = sessions
+                    .iter()
+                    .filter(|k| self.sessions.get(*k).is_some_and(|s| s.is_timed_out(at)))
+                    .collect();
                 self.remove_retired(
                     |name| agents.contains(name),
                     |id| messages.contains(&id),

@@ -242,6 +242,35 @@ impl Store {
         self.after_append(lsn);
         Ok(())
     }
+
+    /// Holds the stream record at `lsn`, which this build cannot apply (it
+    /// does not decode), by a `Purged` filler: the mirror refuses it and
+    /// goes on (docs/scaling.md §4, "Refused records"), LSNs staying the
+    /// stream's. Sequences before it that the log lacks get fillers too.
+    pub fn append_refused(&self, lsn: Lsn, at: Timestamp) -> StoreResult<()> {
+        let mut g = self.write();
+        let next = self.core.log.next_lsn();
+        if lsn < next {
+            return Err(StoreError::Log(crate::log::LogError::InvalidArgument(
+                format!(
+                    "log {}: refused record at lsn {lsn} but the log already holds up to lsn {}",
+                    self.core.log.dir().display(),
+                    next - 1
+                ),
+            )));
+        }
+        let filler = codec::encode(&Event {
+            at,
+            kind: crate::registry::EventKind::Purged,
+        });
+        for _ in next..=lsn {
+            self.core.log.append(&filler, Durability::Lazy)?;
+        }
+        g.applied = lsn;
+        drop(g);
+        self.after_append(lsn);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -350,5 +379,43 @@ mod tests {
         store.append_replicated(3, &good).unwrap();
         assert_eq!((active("a"), active("b")), (t1, t1));
         assert_eq!(store.state().anomalies(), 0);
+    }
+
+    #[test]
+    fn a_refused_record_is_held_by_a_filler_and_the_next_one_folds() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), StoreOptions::short_lived()).unwrap();
+        let t0 = Timestamp::from_secs(1_900_000_000);
+        store.register(reg("a"), Some(t0)).unwrap();
+        // A tag no build knows, at 3 (2 was deleted from the stream).
+        let alien = [99u8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3];
+        assert!(store.append_replicated(3, &alien).is_err());
+        store.append_refused(3, t0).unwrap();
+        assert_eq!(store.applied_lsn(), 3);
+        assert!(store.append_refused(3, t0).is_err(), "never twice");
+        let hb = codec::encode(&Event {
+            at: t0.add_millis(5),
+            kind: crate::registry::EventKind::Heartbeat {
+                agent: "a".into(),
+                pid: None,
+            },
+        });
+        store.append_replicated(4, &hb).unwrap();
+        assert_eq!(store.state().agent("a").unwrap().last_event_lsn, 4);
+        let view = store.view();
+        let tags: Vec<u8> = view
+            .iter_from(0)
+            .map(|r| codec::tag_of(r.unwrap().payload).unwrap())
+            .collect();
+        use crate::registry::tag;
+        assert_eq!(
+            tags,
+            [
+                tag::AGENT_REGISTERED,
+                tag::PURGED,
+                tag::PURGED,
+                tag::HEARTBEAT
+            ]
+        );
     }
 }

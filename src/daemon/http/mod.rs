@@ -304,14 +304,19 @@ async fn readyz(State(http): State<Arc<Http>>) -> Response {
     match readiness(closing, shared.store.log().poisoned()) {
         Ok(()) => {
             let lsn = shared.store.applied_lsn();
-            (
-                StatusCode::OK,
-                Json(json!({"ready": true, "last_lsn": lsn})),
-            )
-                .into_response()
+            let mut body = json!({"ready": true, "last_lsn": lsn});
+            // A replica that refused stream records serves on (refusing the
+            // fleet's traffic on every host would stop it), and says so.
+            if let Some(r) = &shared.replica {
+                body["refused"] = r.refused();
+            }
+            (StatusCode::OK, Json(body)).into_response()
         }
         Err(reasons) => {
-            let body = json!({"ready": false, "reasons": reasons});
+            let mut body = json!({"ready": false, "reasons": reasons});
+            if let Some(r) = &shared.replica {
+                body["refused"] = r.refused();
+            }
             (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
         }
     }
