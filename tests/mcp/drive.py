@@ -28,8 +28,15 @@ import subprocess
 import sys
 import time
 
+import warnings
+
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+
+# resources/subscribe is the handshake-era (2025-11-25) way, which the
+# server and this client negotiate; the SDK warns that a later revision
+# replaces it.
+warnings.filterwarnings("ignore", message="resources/(un)?subscribe is removed")
 
 AGENTLOG, STORE = sys.argv[1], sys.argv[2]
 TOOLS = ["register", "heartbeat", "set_status", "post", "read", "list", "show", "audit", "replay"]
@@ -138,26 +145,33 @@ async def main():
             replay = await call(a, "replay", {"lsn": 1})
             assert replay.structured_content["events"] == 1, replay
 
-            # B waits for mail; A posts; B's read returns the post.
-            got = {}
+            # B waits for mail; A posts; B's read returns the post. Three
+            # rounds: the time from the post's answer to the read's answer
+            # (the commit is before the former) and from the post's request
+            # (an upper bound of the wake-up, client overheads included).
+            summary["wake_after_post_answer_ms"] = []
+            summary["wake_after_post_sent_ms"] = []
+            for round_no in range(3):
+                got = {}
 
-            async def wait_read():
-                got["page"] = await call(b, "read", {"name": "beta", "wait": 20})
-                got["at"] = time.monotonic()
+                async def wait_read():
+                    got["page"] = await call(b, "read", {"name": "beta", "wait": 20})
+                    got["at"] = time.monotonic()
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(wait_read)
-                await anyio.sleep(0.5)  # the read is waiting by now
-                assert "page" not in got, "the read returned before any mail"
-                posted_at = time.monotonic()
-                post = await call(a, "post", {"from": "alpha", "to": "beta", "body": "wake up"})
-                answered_at = time.monotonic()
-            msgs = got["page"].structured_content["messages"]
-            assert [m["body"] for m in msgs] == ["wake up"], msgs
-            assert msgs[0]["id"] == post.structured_content["id"]
-            assert got["page"].structured_content["timed_out"] is False
-            summary["wake_after_post_answer_ms"] = (got["at"] - answered_at) * 1000
-            summary["wake_after_post_sent_ms"] = (got["at"] - posted_at) * 1000
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(wait_read)
+                    await anyio.sleep(0.5)  # the read is waiting by now
+                    assert "page" not in got, "the read returned before any mail"
+                    posted_at = time.monotonic()
+                    body = f"wake up {round_no}"
+                    post = await call(a, "post", {"from": "alpha", "to": "beta", "body": body})
+                    answered_at = time.monotonic()
+                msgs = got["page"].structured_content["messages"]
+                assert [m["body"] for m in msgs] == [body], msgs
+                assert msgs[0]["id"] == post.structured_content["id"]
+                assert got["page"].structured_content["timed_out"] is False
+                summary["wake_after_post_answer_ms"].append((got["at"] - answered_at) * 1000)
+                summary["wake_after_post_sent_ms"].append((got["at"] - posted_at) * 1000)
 
             # A waiting read that times out: empty, timed_out.
             empty = await call(b, "read", {"name": "beta", "wait": 0.2})
