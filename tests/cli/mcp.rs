@@ -46,6 +46,8 @@ fn drive(dir: &Path) -> Value {
         out.status
     );
     let last = stdout.lines().last().expect("a summary line");
+    // The measured figures, for `--nocapture` (README, "Coding agents over MCP").
+    eprintln!("mcp driver summary: {last}");
     serde_json::from_str(last).unwrap_or_else(|e| panic!("summary `{last}`: {e}"))
 }
 
