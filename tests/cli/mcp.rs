@@ -75,7 +75,9 @@ fn check_summary(summary: &Value) {
         best <= WAKE_BOUND_MS,
         "no round woke the read within {WAKE_BOUND_MS} ms of the post request: {summary}"
     );
-    let update = summary["update_after_status_ms"].as_f64().expect("a number");
+    let update = summary["update_after_status_ms"]
+        .as_f64()
+        .expect("a number");
     assert!(update <= UPDATE_BOUND_MS, "{summary}");
     let refusals: Vec<&str> = summary["refusals"]
         .as_array()
@@ -175,9 +177,23 @@ fn the_mcp_inspector_lists_the_tools_and_calls_one() {
         .collect();
     assert_eq!(
         names,
-        ["register", "heartbeat", "set_status", "post", "read", "list", "show", "audit", "replay"]
+        [
+            "register",
+            "heartbeat",
+            "set_status",
+            "post",
+            "read",
+            "list",
+            "show",
+            "audit",
+            "replay"
+        ]
     );
     let called = run(&["--method", "tools/call", "--tool-name", "list"]);
     assert_eq!(called["isError"], false, "{called}");
-    assert_eq!(called["structuredContent"]["agents"], serde_json::json!([]), "{called}");
+    assert_eq!(
+        called["structuredContent"]["agents"],
+        serde_json::json!([]),
+        "{called}"
+    );
 }

@@ -165,14 +165,22 @@ pub fn mcp_inspector() -> PathBuf {
     static DONE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let done = DONE.get_or_init(|| {
         let prefix = scratch().join("mcp-inspector");
-        let bin = prefix.join("node_modules").join(".bin").join("mcp-inspector");
+        let bin = prefix
+            .join("node_modules")
+            .join(".bin")
+            .join("mcp-inspector");
         with_install_lock(&[&bin], || {
             std::fs::create_dir_all(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
             run(Command::new("npm")
                 .arg("install")
                 .arg("--prefix")
                 .arg(&prefix)
-                .args(["--silent", "--no-audit", "--no-fund", "@modelcontextprotocol/inspector"]))
+                .args([
+                    "--silent",
+                    "--no-audit",
+                    "--no-fund",
+                    "@modelcontextprotocol/inspector",
+                ]))
         })
         .map(|()| bin)
         .map_err(|why| {

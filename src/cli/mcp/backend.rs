@@ -59,7 +59,6 @@ impl Backend {
         }
     }
 
-
     /// Runs `method` (a protocol method: `register`, `status`, …) with
     /// `params` (keyed by the CLI's argument ids).
     pub fn call(&self, method: &str, params: &Map<String, Value>) -> Outcome {
@@ -126,9 +125,8 @@ impl Backend {
             quiet: true,
         };
         let mut buf = Vec::new();
-        let (ran, _stderr) = output::capturing_errors(|| {
-            run_command(&mut buf, &ui, self.dir.clone(), cli.command)
-        });
+        let (ran, _stderr) =
+            output::capturing_errors(|| run_command(&mut buf, &ui, self.dir.clone(), cli.command));
         match ran {
             Ok(_) => Outcome::Done(document(&buf)),
             Err(e) => Outcome::Refused(crate::cli::one_line(&e)),

@@ -160,7 +160,9 @@ impl ServerHandler for Server {
         let text = self
             .blocking(move |b| resources::read(b, &target))
             .await?
-            .map_err(|message| McpError::resource_not_found(message, Some(json!({"uri": uri.clone()}))))?;
+            .map_err(|message| {
+                McpError::resource_not_found(message, Some(json!({"uri": uri.clone()})))
+            })?;
         let contents = ResourceContents::text(text, uri).with_mime_type("application/json");
         Ok(ReadResourceResult::new(vec![contents]).into())
     }

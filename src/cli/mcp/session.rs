@@ -127,7 +127,12 @@ impl Session {
     /// of the session's agents `idle` ([`MSG_TRANSPORT_CLOSED`]). Returns
     /// the agents so recorded.
     pub fn end(&self, backend: &Backend) -> Vec<String> {
-        for cancel in self.reads.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        for cancel in self
+            .reads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
             cancel.cancel();
         }
         let mut ended = Vec::new();

@@ -293,7 +293,12 @@ impl<'a> Args<'a> {
     }
 
     /// A string argument, copied to the command's parameter `param`.
-    fn string_as(&mut self, key: &str, param: &str, required: bool) -> Result<Option<String>, String> {
+    fn string_as(
+        &mut self,
+        key: &str,
+        param: &str,
+        required: bool,
+    ) -> Result<Option<String>, String> {
         match self.take(key) {
             Some(Value::String(s)) => {
                 self.params.insert(param.into(), json!(s));
@@ -338,10 +343,7 @@ impl<'a> Args<'a> {
     /// The command's parameters; any argument not taken is refused.
     fn finish(self) -> Result<Map<String, Value>, String> {
         match self.given.keys().next() {
-            Some(extra) => Err(format!(
-                "tool `{}` takes no argument `{extra}`",
-                self.tool
-            )),
+            Some(extra) => Err(format!("tool `{}` takes no argument `{extra}`", self.tool)),
             None => Ok(self.params),
         }
     }
@@ -361,10 +363,10 @@ pub fn decode(
             let agent = a.string("name", true)?;
             a.string("provider", true)?;
             if a.string("cwd", false)?.is_none() {
-                let cwd = std::env::current_dir()
-                    .map_err(|e| format!("tool `register`: no `cwd` given and the server's is unreadable: {e}"))?;
-                a.params
-                    .insert("cwd".into(), json!(cwd.to_string_lossy()));
+                let cwd = std::env::current_dir().map_err(|e| {
+                    format!("tool `register`: no `cwd` given and the server's is unreadable: {e}")
+                })?;
+                a.params.insert("cwd".into(), json!(cwd.to_string_lossy()));
             }
             for key in ["role", "parent", "project_root", "short_id", "log_path"] {
                 a.string(key, false)?;
@@ -404,7 +406,14 @@ pub fn decode(
         "post" => {
             a.string("from", true)?;
             a.string_as("body", "text", true)?;
-            for key in ["to", "category", "priority", "privacy", "request_id", "project_root"] {
+            for key in [
+                "to",
+                "category",
+                "priority",
+                "privacy",
+                "request_id",
+                "project_root",
+            ] {
                 a.string(key, false)?;
             }
             a.number("ttl_hours", false)?;
@@ -480,7 +489,17 @@ mod tests {
         let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
         assert_eq!(
             names,
-            ["register", "heartbeat", "set_status", "post", "read", "list", "show", "audit", "replay"]
+            [
+                "register",
+                "heartbeat",
+                "set_status",
+                "post",
+                "read",
+                "list",
+                "show",
+                "audit",
+                "replay"
+            ]
         );
         for t in &tools {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
