@@ -144,6 +144,8 @@ pub enum Command {
     Serve(cmd::serve::Serve),
     /// Stream events (or registry changes) from a running daemon
     Watch(cmd::watch::Watch),
+    /// Serve the registry to an MCP client (Claude Code, Codex, Cursor, …) over stdio
+    Mcp(super::mcp::McpArgs),
     /// Benchmarks (in a temporary directory unless --dir is given)
     #[command(subcommand)]
     Bench(Bench),

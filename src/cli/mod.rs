@@ -11,6 +11,7 @@ mod bench_cluster;
 mod cmd;
 mod fast;
 mod field_flags;
+mod mcp;
 mod open;
 pub mod output;
 mod remote;

@@ -240,7 +240,7 @@ fn this_invocation() -> Result<(String, Map<String, Value>)> {
 
 /// The command line that `method` with `params` stands for; `root` is the
 /// built grammar (positional indices assigned).
-fn argv_of(
+pub(super) fn argv_of(
     root: &clap::Command,
     dir: &Path,
     method: &str,

@@ -165,6 +165,14 @@ impl Client {
         self.recv()
     }
 
+    /// A second handle on this connection's socket, to shut it down from
+    /// another thread: a call blocked in a waiting read then returns an
+    /// error, and the daemon, seeing its client gone, records no receipt
+    /// (PROTOCOL.md, "Waiting reads"). `agentlog mcp` cancels a tool call so.
+    pub fn shutdown_handle(&self) -> Result<UnixStream, ClientError> {
+        self.reader.get_ref().try_clone().map_err(|e| self.io(e))
+    }
+
     /// Starts a watch (PROTOCOL.md, "Watch"); the connection then carries
     /// only its stream.
     pub fn watch(mut self, params: Value) -> Result<Watch, ClientError> {

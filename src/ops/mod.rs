@@ -208,6 +208,12 @@ pub fn current(dir: &Path, progress: &mut dyn Progress) -> Result<(State, Lsn)> 
     Ok((read.state, read.lsn))
 }
 
+/// The LSN of the last record of `dir`'s log (0 for an empty log), read
+/// without a writer lock: where a follower of new events starts.
+pub fn last_lsn(dir: &Path) -> Result<Lsn> {
+    Ok(read_only(dir)?.log().last_lsn().unwrap_or(0))
+}
+
 /// One record of the raw dump: decoded, or why it could not be.
 #[derive(Debug, Clone)]
 pub struct LogEntry {

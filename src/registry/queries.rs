@@ -13,7 +13,7 @@
 use super::error::RegistryError;
 use super::messages::same_project;
 use super::state::{Message, State};
-use super::sweep::{ProcessProbe, ProcessState};
+use super::sweep::{is_transport_attached, ProcessProbe, ProcessState, MSG_TRANSPORT_CLOSED};
 use crate::model::{Agent, Status};
 use crate::time::Timestamp;
 use std::fmt;
@@ -135,6 +135,10 @@ pub enum Presence {
     Unknown {
         pid: u32,
     },
+    /// A transport-attached agent whose MCP session ended (status `idle`,
+    /// [`MSG_TRANSPORT_CLOSED`]): its host process may still run, but no
+    /// client is attached any more. A new registration attaches it again.
+    TransportClosed,
 }
 
 impl Presence {
@@ -159,6 +163,7 @@ impl fmt::Display for Presence {
                 "not live: pid {pid} now belongs to another process (start time {found}, registered {recorded})"
             ),
             Presence::Unknown { pid } => write!(f, "not live: cannot probe pid {pid}"),
+            Presence::TransportClosed => f.write_str("not live: its MCP session ended (idle)"),
         }
     }
 }
@@ -167,6 +172,12 @@ impl fmt::Display for Presence {
 pub fn presence(a: &Agent, probe: &dyn ProcessProbe) -> Presence {
     if a.is_finished() {
         return Presence::Finished(a.status);
+    }
+    if is_transport_attached(a)
+        && a.status == Status::Idle
+        && a.status_message.as_deref() == Some(MSG_TRANSPORT_CLOSED)
+    {
+        return Presence::TransportClosed;
     }
     let Some(pid) = a.pid else {
         return Presence::NoPid;

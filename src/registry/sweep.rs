@@ -42,6 +42,13 @@ pub const DEFAULT_LEASE_MS: i64 = 120_000;
 pub const MSG_LEASE_IDLE: &str = "no heartbeat within the lease";
 pub const MSG_LEASE_EXPIRED: &str = "worker lease expired; register again before continuing";
 pub const MSG_PROCESS_GONE: &str = "process identity no longer matches";
+/// The status message `agentlog mcp` records (status `idle`) for each agent
+/// its session registered when the MCP client goes away: the transport is
+/// closed although the host process may live on, so the agent's presence
+/// has ended (`queries::presence`, [`Presence::TransportClosed`]).
+///
+/// [`Presence::TransportClosed`]: super::queries::Presence::TransportClosed
+pub const MSG_TRANSPORT_CLOSED: &str = "disconnected: the MCP session ended";
 
 /// What a probe knows about a pid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

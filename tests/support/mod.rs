@@ -21,7 +21,8 @@
 //!   in simulated time, sampling the disk use.
 //! - [`fixtures`]: the shared `registry.json` fixtures and their row counts.
 //! - [`prereq`]: the outside programs tests drive (nats-server, etcd,
-//!   chromium), installed by the tests when absent.
+//!   chromium, the Python MCP SDK, the MCP Inspector), installed by the
+//!   tests when absent.
 
 #![allow(dead_code)]
 

@@ -12,7 +12,11 @@
 //!   `chromium` and `chromium-driver`;
 //! - `python3` and `node` (the client libraries' suites, `bench clients
 //!   --client`): `$AGENTLOG_PYTHON` / `$AGENTLOG_NODE`, else PATH, else
-//!   Debian's `python3` / `nodejs`.
+//!   Debian's `python3` / `nodejs`;
+//! - the official Python MCP SDK (`agentlog mcp`'s test client): PyPI's
+//!   `mcp` in a venv under `target/tmp/`;
+//! - the MCP Inspector (its CLI mode, a second client): npm's
+//!   `@modelcontextprotocol/inspector` under `target/tmp/`.
 //!
 //! Invariants: a variable naming no file is an error, never a fallback; an
 //! install runs at most once at a time across every test process (a lock
@@ -129,6 +133,64 @@ pub fn chromium() {
     if let Err(why) = done {
         panic!("{why}");
     }
+}
+
+/// A Python with PyPI's `mcp` (the official MCP SDK) importable: the venv
+/// `target/tmp/mcp-venv`, created and filled once.
+pub fn mcp_python() -> PathBuf {
+    static DONE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let done = DONE.get_or_init(|| {
+        let venv = scratch().join("mcp-venv");
+        let python = venv.join("bin").join("python");
+        // The SDK's own console script: present only once pip finished.
+        let installed = venv.join("bin").join("mcp");
+        with_install_lock(&[&python, &installed], || {
+            run(Command::new("python3").arg("-m").arg("venv").arg(&venv))?;
+            run(Command::new(venv.join("bin").join("pip")).args(["install", "--quiet", "mcp"]))
+        })
+        .map(|()| python)
+        .map_err(|why| {
+            format!(
+                "the MCP tests need the Python MCP SDK (python3 -m venv V && V/bin/pip install mcp); \
+                 installing it failed: {why}"
+            )
+        })
+    });
+    done.clone().unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// The MCP Inspector's command-line entry point (npm
+/// `@modelcontextprotocol/inspector`, installed once under `target/tmp/`).
+pub fn mcp_inspector() -> PathBuf {
+    static DONE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let done = DONE.get_or_init(|| {
+        let prefix = scratch().join("mcp-inspector");
+        let bin = prefix
+            .join("node_modules")
+            .join(".bin")
+            .join("mcp-inspector");
+        with_install_lock(&[&bin], || {
+            std::fs::create_dir_all(&prefix).map_err(|e| format!("{}: {e}", prefix.display()))?;
+            run(Command::new("npm")
+                .arg("install")
+                .arg("--prefix")
+                .arg(&prefix)
+                .args([
+                    "--silent",
+                    "--no-audit",
+                    "--no-fund",
+                    "@modelcontextprotocol/inspector",
+                ]))
+        })
+        .map(|()| bin)
+        .map_err(|why| {
+            format!(
+                "the MCP Inspector test needs npm's @modelcontextprotocol/inspector \
+                 (npm install @modelcontextprotocol/inspector); installing it failed: {why}"
+            )
+        })
+    });
+    done.clone().unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// `$env` or `name` on PATH; else `install` (which returns the installed

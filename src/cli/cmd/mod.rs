@@ -65,6 +65,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     let dir = store_dir(cli.dir)?;
     // Files this command creates are no more open than the store allows.
     Sharing::of_dir(&dir).restrict_process_umask();
+    if let Command::Mcp(a) = command {
+        // Each tool call goes through the daemon or opens the store itself.
+        return crate::cli::mcp::run(dir, a);
+    }
     if let Some(code) = crate::cli::remote::try_daemon(&ui, &dir, &command, cli.no_daemon)? {
         return Ok(code);
     }
@@ -130,6 +134,7 @@ pub(crate) fn run_command(w: &mut W, ui: &Ui, dir: PathBuf, command: Command) ->
         Command::Verify => verify::run(w, &ui, dir)?,
         Command::Repair(a) => repair::run(w, &ui, dir, a)?,
         Command::Serve(_) | Command::Watch(_) => unreachable!("handled by remote"),
+        Command::Mcp(_) => unreachable!("handled above"),
     };
     Ok(code)
 }
