@@ -247,7 +247,7 @@ fn compaction_changes(
     let group: Vec<Value> = names
         .into_iter()
         .filter(|n| watched(n))
-        .filter_map(|n| change_doc(d, at, n, old.agent(n), new.agent(n)))
+        .filter_map(|n| change_doc(d, at, n, old.agent(n), new.agent(n), new.runtime(n)))
         .collect();
     c.fold = Some(new);
     (!group.is_empty()).then_some(group)

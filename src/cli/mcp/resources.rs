@@ -186,6 +186,16 @@ impl Subscriptions {
         }
     }
 
+    /// Sends an update for every subscribed URI.
+    fn all_changed(&self) {
+        let state = self.lock();
+        if let Some(updates) = &state.updates {
+            for uri in &state.uris {
+                let _ = updates.send(uri.clone());
+            }
+        }
+    }
+
     /// Follows new events from LSN `from` for as long as the process runs:
     /// the daemon's watch when one serves the store, else the log itself.
     fn follow(&self, mut from: u64) {
@@ -221,6 +231,14 @@ impl Subscriptions {
                 WatchItem::Lagged(resume) => {
                     *from = resume;
                     return Ok(());
+                }
+                WatchItem::Compacted(c) => {
+                    // Records up to `resume_from` were compacted away: any
+                    // subscribed resource may have changed.
+                    if let Some(resume) = c["resume_from"].as_u64() {
+                        *from = (*from).max(resume);
+                    }
+                    self.all_changed();
                 }
                 WatchItem::Change(_) | WatchItem::Error(_) => {}
             }
