@@ -143,7 +143,9 @@ mod tests {
         t.post(0, 1, 0).unwrap();
         let state = t.store().state();
         assert_eq!(state.agent("agent-000001").unwrap().status, Status::Busy);
-        assert_eq!(t.store().applied_lsn(), 6);
+        // 3 registrations, a heartbeat, a status, the post and the
+        // recipient's `last_message_at` stamp written with it.
+        assert_eq!(t.store().applied_lsn(), 7);
         // Out of range is a named error, not a panic.
         let e = t.heartbeat(9, 0).unwrap_err().to_string();
         assert!(e.contains("agent #9"), "{e}");
