@@ -155,7 +155,7 @@ fn the_live_page_shows_controller_observers_and_outages() {
     s.ok(&["register", "beta", "--provider", "codex", "--cwd", "/w"]);
     let web = Web::start_with(&s.dir, &["--probe-every-ms", "100"]);
     let browser = Browser::start();
-    browser.goto(&format!("{}/", web.base));
+    browser.goto(&format!("{}/#token={}", web.base, web.token));
     eventually("the live stream to connect", || {
         let c = browser.eval("return document.getElementById('conn').textContent;");
         (c == "live").then_some(())

@@ -51,7 +51,10 @@ fn metrics_count_a_known_workload_exactly() {
     assert_eq!(kind("MessagePosted"), 3.0);
     assert_eq!(kind("MessagesDropped"), 1.0, "the cap of 2 dropped one");
     assert_eq!(kind("AgentRemoved"), 0.0);
-    assert_eq!(must(&page, "agentlog_last_lsn"), 12.0);
+    // 2 + 5 + 1 + 3 + 1 events above, and one `last_message_at` stamp on
+    // b: the three posts share the store's fixed time, and a stamp never
+    // repeats or goes back (docs/upstream.md, "last_message_at").
+    assert_eq!(must(&page, "agentlog_last_lsn"), 13.0);
     assert_eq!(must(&page, r#"agentlog_agents{status="busy"}"#), 1.0);
     let agents: f64 = agentlog::model::Status::ALL
         .iter()
