@@ -84,7 +84,8 @@ fn metrics_count_a_known_workload_exactly() {
     let fsyncs = must(&page, "agentlog_fsync_duration_seconds_count");
     assert!(fsyncs >= 6.0, "{fsyncs} syncs for 6 durable writes");
     let synced = must(&page, "agentlog_group_commit_records_sum");
-    assert!((6.0..=12.0).contains(&synced), "{synced} records synced");
+    // At most every record (13, the stamp included) rides a sync.
+    assert!((6.0..=13.0).contains(&synced), "{synced} records synced");
     assert!(must(&page, "agentlog_log_bytes") > 0.0);
     assert!(must(&page, "agentlog_log_segments") >= 1.0);
     assert!(page.contains("# TYPE agentlog_append_duration_seconds histogram"));
