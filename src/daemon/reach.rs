@@ -11,7 +11,7 @@
 //! concurrently, and touch the store only at a transition — the first
 //! failure appends `OutageStarted`, the first success after failures
 //! `OutageEnded` — on the blocking pool, like any command. Failures between
-//! the two are counted here in memory ([`Tallies`]) and written once, in
+//! the two are counted here in memory (`Tallies`) and written once, in
 //! the end event (last failure, count); `show` through the daemon reads the
 //! running count from here. A successful attach ends an outage too (the
 //! command reads the running count from here). Probe events carry the

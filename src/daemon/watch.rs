@@ -5,7 +5,7 @@
 //!
 //! A producer task reads chunks of records (on the blocking pool), filters
 //! them (agent, kinds) or folds them into registry changes, encodes them
-//! there ([`Item`]), and queues them, bounded twice: at most `watch_buffer`
+//! there (`Item`), and queues them, bounded twice: at most `watch_buffer`
 //! groups and at most [`WATCH_BYTES`] encoded bytes, so a watcher that never
 //! reads costs a known amount of memory whatever its items weigh. This
 //! connection's task writes them out. When the queue stays full for
