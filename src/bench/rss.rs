@@ -5,6 +5,10 @@
 //! RSS, so each benchmark phase can report its own peak. When the reset is not
 //! permitted, [`Phase::finish`] says so (`phase_only == false`) rather than
 //! passing a process-lifetime peak off as the phase's.
+//!
+//! The peak is per process, so two phases running at once would reset each
+//! other's peak: a [`Phase`] holds a process-wide lock from start to finish,
+//! and phases never nest.
 
 use super::{BenchError, Result};
 use serde::{Deserialize, Serialize};
@@ -56,16 +60,24 @@ pub struct PeakRss {
     pub rss_file_bytes: Option<u64>,
 }
 
+/// Held by the one [`Phase`] running in this process (see the module doc).
+static PHASE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// One benchmark phase's RSS accounting: start it, run, finish it.
 #[derive(Debug)]
 pub struct Phase {
     reset: bool,
+    _exclusive: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Phase {
+    /// Waits for any other phase of this process to finish, then resets the
+    /// peak. A panic inside another phase does not poison the accounting.
     pub fn start() -> Phase {
+        let exclusive = PHASE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         Phase {
             reset: reset_peak().is_ok(),
+            _exclusive: exclusive,
         }
     }
 
