@@ -221,5 +221,41 @@ class NoDaemonTest(unittest.TestCase):
             shutil.rmtree(d)
 
 
+class RefusalTest(unittest.TestCase):
+    def test_a_reason_sent_before_the_daemon_closed_is_the_error(self):
+        """A daemon that refuses goes on writing its reason and closes; the
+        client's next write fails (broken pipe) and the reason, unread in
+        the socket, is what the caller is told."""
+        import json
+        import socket
+
+        d = tempfile.mkdtemp(prefix="agentlog-py-")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(os.path.join(d, "agentlog.sock"))
+        listener.listen(1)
+
+        def serve():
+            conn, _ = listener.accept()
+            hello = conn.makefile("rb").readline()
+            rid = json.loads(hello)["id"]
+            conn.sendall(json.dumps({"id": rid, "result": {"protocol": 1}}).encode() + b"\n")
+            reason = {"code": "shutting_down", "message": "the daemon is shutting down",
+                      "exit": 1}
+            conn.sendall(json.dumps({"id": None, "error": reason}).encode() + b"\n")
+            conn.close()
+
+        server = threading.Thread(target=serve)
+        server.start()
+        try:
+            with al.Client(d) as c:
+                server.join()
+                with self.assertRaises(al.Closed) as e:
+                    c.heartbeat("py-a", at=at(1))
+                self.assertIn("shutting down", str(e.exception))
+        finally:
+            listener.close()
+            shutil.rmtree(d)
+
+
 if __name__ == "__main__":
     unittest.main()

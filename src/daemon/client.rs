@@ -97,18 +97,45 @@ impl Client {
         let mut bytes = serde_json::to_vec(&json!({"id": id, "method": method, "params": params}))
             .expect("a JSON value always serializes");
         bytes.push(b'\n');
-        self.writer.write_all(&bytes).map_err(|e| self.io(e))?;
+        self.writer
+            .write_all(&bytes)
+            .map_err(|e| self.write_failed(e))?;
         Ok(id)
     }
 
     /// Queues already-encoded request lines (each ending in `\n`) as they
     /// are: for load generators that must not pay a JSON encoding per call.
     pub fn send_encoded(&mut self, lines: &[u8]) -> Result<(), ClientError> {
-        self.writer.write_all(lines).map_err(|e| self.io(e))
+        self.writer
+            .write_all(lines)
+            .map_err(|e| self.write_failed(e))
     }
 
     pub fn flush(&mut self) -> Result<(), ClientError> {
-        self.writer.flush().map_err(|e| self.io(e))
+        self.writer.flush().map_err(|e| self.write_failed(e))
+    }
+
+    /// A failed write, explained: a daemon that refuses a connection (too
+    /// many of its class, shutting down) sends one error line and closes,
+    /// possibly before this client wrote, so the write fails with a broken
+    /// pipe while the reason waits unread in the socket. That reason, when
+    /// there is one, is the error; otherwise the write's own.
+    fn write_failed(&mut self, source: io::Error) -> ClientError {
+        if matches!(
+            source.kind(),
+            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+        ) {
+            // The peer has closed: this read returns at once.
+            let mut line = String::new();
+            if self.reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if let Ok(doc) = serde_json::from_str::<Value>(&line) {
+                    if let Err(e @ ClientError::Server(_)) = reply_of(&self.path, doc) {
+                        return e;
+                    }
+                }
+            }
+        }
+        self.io(source)
     }
 
     /// Reads the next response line into `self.line` (flushing queued
@@ -271,5 +298,37 @@ impl Iterator for Watch {
             }));
         };
         Some(Ok(item))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A daemon that refuses a connection writes its reason and closes
+    /// before the client sends anything: the client's write then fails
+    /// (broken pipe), and the error it reports is the daemon's reason.
+    #[test]
+    fn a_refusal_sent_before_the_request_is_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(crate::daemon::socket_path(dir.path())).unwrap();
+        let refuse = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.write_all(
+                b"{\"id\":null,\"error\":{\"code\":\"too_many_connections\",\
+                  \"message\":\"too many observer connections (2 open)\",\"exit\":1}}\n",
+            )
+            .unwrap();
+        });
+        let mut c = Client::connect(dir.path()).unwrap();
+        // The daemon's end is closed before the request goes out.
+        refuse.join().unwrap();
+        match c.call("hello", json!({})) {
+            Err(ClientError::Server(e)) => {
+                assert!(e.message.contains("too many observer connections"), "{e:?}")
+            }
+            other => panic!("expected the daemon's refusal, got {other:?}"),
+        }
     }
 }

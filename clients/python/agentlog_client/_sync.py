@@ -102,10 +102,26 @@ class Client:
         try:
             self._sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError) as e:
+            # A daemon that refuses a connection (too many of its class,
+            # shutting down) writes its reason and closes, perhaps before
+            # this write: the reason waits unread and is the real error.
+            reason = self._refusal()
+            if reason is not None:
+                raise reason from None
             raise Closed("the daemon closed the connection: %s" % e, "closed") from None
         except BlockingIOError:
             raise TimeoutError("the daemon took no request within %s s" % self._timeout) \
                 from None
+
+    def _refusal(self):
+        """The error line a closing daemon left unread, if any."""
+        try:
+            doc = _wire.decode_response(self._read_line())
+        except Exception:
+            return None
+        if isinstance(doc, dict) and "error" in doc:
+            return error_from_reply(doc)
+        return None
 
     def _read_line(self):
         buf = self._buf
