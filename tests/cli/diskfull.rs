@@ -172,3 +172,77 @@ fn every_write_command_at_the_moment_space_runs_out() {
     }
     assert!(run(&dir, &["verify"]).code == 0);
 }
+
+/// Issue 30, finding 12: once some space is free after a full disk,
+/// `compact` reclaims. Its first step seals the active segment; the
+/// successor must not be preallocated to the size of the free space, or
+/// compaction's own output finds none ("disk full" from the one command
+/// that would free room). The segment is full of heartbeats (nothing of it
+/// is unused room a seal would give back), which compact to a little.
+#[test]
+fn compact_reclaims_once_some_space_is_free_after_a_full_disk() {
+    use agentlog::{Store, StoreOptions, Timestamp};
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    // Two 64 MiB segments, then the filler.
+    let _mount = try_mount(&mnt, 160).expect("mounting a tmpfs needs root (as the CI runs)");
+    let dir = mnt.join("store");
+    run(&dir, &["init"]).ok();
+    // 4,000 agents (about 0.5 MiB of registrations to keep), 8 of them
+    // finished early enough to retire.
+    let rows: Vec<serde_json::Value> = (0..4000)
+        .map(|i| {
+            let done = i < 40;
+            serde_json::json!({
+                "name": format!("agent-{i:04}"), "provider": "claude",
+                "cwd": "/work/some/project/directory", "log_path": null,
+                "created_at": format!("2026-11-30T10:{:02}:00Z", i % 60),
+                "status": if done { "exited" } else { "live" },
+            })
+        })
+        .collect();
+    let fleet = tmp.path().join("fleet.json");
+    let doc = serde_json::json!({"schema_version": 4, "agents": rows});
+    std::fs::write(&fleet, serde_json::to_vec(&doc).unwrap()).unwrap();
+    run(&dir, &["import", fleet.to_str().unwrap()]).ok();
+    // Heartbeats through a whole first segment and until the second is
+    // full but for 128 KiB: the room its seal gives back is less than the
+    // compacted log needs, so compaction depends on what the seal installs.
+    let store = Store::open(&dir, StoreOptions::short_lived()).unwrap();
+    let t0 = Timestamp::parse_rfc3339("2026-11-30T11:00:00Z").unwrap();
+    let mut ms: i64 = 0;
+    let mut second_starts_at = None;
+    loop {
+        for i in 40..140 {
+            ms += 1;
+            let name = format!("agent-{i:04}");
+            store
+                .heartbeat(&name, None, Some(t0.add_millis(ms)))
+                .unwrap();
+        }
+        let st = store.log().stats();
+        if st.segments < 2 {
+            continue;
+        }
+        // Within one round (about 5 KiB) of where the second began.
+        let start = *second_starts_at.get_or_insert(st.bytes);
+        if st.bytes - start >= (64 << 20) - (128 << 10) {
+            assert_eq!(st.segments, 2, "the second segment filled up");
+            break;
+        }
+    }
+    drop(store);
+
+    // The disk fills up, then 16 MiB are freed: far more than the
+    // compacted log needs, far less than a segment.
+    fill_leaving(&mnt.join("filler"), 16 << 20);
+    let r = run(&dir, &["compact", "--now", &at("12:00:00")]);
+    assert_eq!(r.code, 0, "compact with 16 MiB free: {}", r.stderr);
+    assert!(r.stdout.contains("agents retired: 8"), "{}", r.stdout);
+    assert_eq!(run(&dir, &["--json", "verify"]).json()["clean"], true);
+    // The store goes on writing in the room that is left.
+    run(&dir, &["heartbeat", "agent-3999", "--at", &at("12:01:00")]).ok();
+    let listed = run(&dir, &["--json", "list", "--all"]).json();
+    assert_eq!(listed["agents"].as_array().unwrap().len(), 3992);
+}

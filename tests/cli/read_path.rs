@@ -417,6 +417,75 @@ fn readers_beside_a_writer_and_compaction() {
     assert!(runs.iter().all(|&n| n > 0), "both writers ran: {runs:?}");
 }
 
+/// Issue 30, finding 13: `verify` beside short-lived writers and `compact`
+/// once reported a healthy log as damaged (`nonzero bytes after the
+/// end-of-data marker`) about once in 500-1,500 runs: a writer that opened
+/// during the scan, after the presence probe said none, was appending what
+/// the scan judged. Here verify runs without pause, in-process, across
+/// hundreds of writer opens and compactions; every scan must be clean.
+#[test]
+fn verify_beside_short_lived_writers_and_compact_finds_no_damage() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const WRITER_RUNS: u32 = 200;
+    let env = Env::with_agent("a", "/x", AT);
+    env.ok(&[
+        "register",
+        "b",
+        "--provider",
+        "codex",
+        "--cwd",
+        "/y",
+        "--at",
+        AT,
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let spawn = |args: Vec<&'static str>, bounded: bool| {
+        let (stop, dir) = (stop.clone(), env.dir.clone());
+        std::thread::spawn(move || {
+            let mut runs = 0u32;
+            while !stop.load(Ordering::Acquire) && !(bounded && runs == WRITER_RUNS) {
+                let out = bin().arg("--dir").arg(&dir).args(&args).output().unwrap();
+                if !out.status.success() {
+                    // Only the other writer's lock may stop one.
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    assert!(err.contains("lock"), "{args:?} failed: {err}");
+                }
+                runs += 1;
+            }
+            runs
+        })
+    };
+    let writers = [
+        spawn(vec!["heartbeat", "a", "--at", "2026-11-30T12:00:00Z"], true),
+        spawn(
+            vec!["status", "b", "busy", "--at", "2026-11-30T12:00:00Z"],
+            true,
+        ),
+    ];
+    let compactor = spawn(vec!["compact", "--now", "2026-11-30T12:00:00Z"], false);
+    let log_dir = env.dir.join("log");
+    let mut scans = 0u64;
+    while !writers.iter().all(|w| w.is_finished()) {
+        let report = agentlog::log::verify(&log_dir).expect("verify beside writers");
+        assert!(
+            report.bad.is_empty() && report.torn_tail.is_none(),
+            "scan {scans} judged a healthy log damaged: {report:?}"
+        );
+        scans += 1;
+    }
+    stop.store(true, Ordering::Release);
+    for w in writers {
+        assert_eq!(w.join().unwrap(), WRITER_RUNS);
+    }
+    assert!(compactor.join().unwrap() > 0, "compaction ran");
+    println!(
+        "{scans} scans beside {} writer runs: all clean",
+        2 * WRITER_RUNS
+    );
+    assert_eq!(env.json(&["verify"])["clean"], true);
+}
+
 /// A power-loss hole (a zero page with valid records behind it) in the
 /// newest segment: read-only commands refuse it as damage, and
 /// `repair --cut-at-hole` cuts there, saying which LSNs it dropped.
