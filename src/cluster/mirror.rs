@@ -61,7 +61,7 @@ pub(crate) struct Shared {
     waiters: Mutex<Vec<(Lsn, oneshot::Sender<()>)>>,
     /// Where every folded record is copied, if someone follows them
     /// ([`Shared::tap`]); `tapped` spares the lock when no one does.
-    tap: Mutex<Option<mpsc::UnboundedSender<(Lsn, Bytes)>>>,
+    tap: Mutex<Option<mpsc::Sender<(Lsn, Bytes)>>>,
     tapped: AtomicBool,
     /// Records of the stream this build could not apply (see the module
     /// docs), as [`REFUSED_FILE`] holds them.
@@ -87,6 +87,10 @@ pub struct RefusedRecord {
 
 /// A record folded by the mirror: its stream sequence and payload.
 pub type Folded = (Lsn, Bytes);
+
+/// Records a tap holds for its reader before the tap is ended (a few
+/// seconds of the fastest stream at a few dozen MiB at most).
+pub const TAP_CAPACITY: usize = 65_536;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -262,9 +266,13 @@ impl Shared {
 
     /// Every record folded from now on, in stream order. One follower at a
     /// time: a new tap replaces the old one, and a dropped receiver ends it.
-    /// Unbounded, so the mirror never waits for its reader.
-    pub fn tap(&self) -> mpsc::UnboundedReceiver<Folded> {
-        let (tx, rx) = mpsc::unbounded_channel();
+    /// Bounded to [`TAP_CAPACITY`] records: the mirror never waits for its
+    /// reader, and a reader that falls that far behind has its tap ended
+    /// (the channel closes, as when the mirror stops) rather than the queue
+    /// growing without bound; it may tap again and read the gap from the
+    /// log.
+    pub fn tap(&self) -> mpsc::Receiver<Folded> {
+        let (tx, rx) = mpsc::channel(TAP_CAPACITY);
         *lock(&self.tap) = Some(tx);
         self.tapped.store(true, Ordering::Release);
         rx
@@ -272,12 +280,22 @@ impl Shared {
 
     fn copy_to_tap(&self, seq: Lsn, payload: &Bytes) {
         let mut tap = lock(&self.tap);
-        if tap
-            .as_ref()
-            .is_some_and(|tx| tx.send((seq, payload.clone())).is_err())
-        {
-            *tap = None;
-            self.tapped.store(false, Ordering::Release);
+        if let Some(tx) = tap.as_ref() {
+            match tx.try_send((seq, payload.clone())) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::warn!(
+                        "the mirror's follower fell {TAP_CAPACITY} records behind at \
+                         sequence {seq}: its tap is ended"
+                    );
+                    *tap = None;
+                    self.tapped.store(false, Ordering::Release);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    *tap = None;
+                    self.tapped.store(false, Ordering::Release);
+                }
+            }
         }
     }
 
@@ -675,6 +693,20 @@ mod tests {
         drop(rx);
         s.copy_to_tap(4, &Bytes::from_static(b"d"));
         assert!(!s.tapped.load(Ordering::Acquire) && lock(&s.tap).is_none());
+        // A reader that falls the whole capacity behind loses its tap: the
+        // queue never grows past the bound, and the reader sees the end.
+        let mut rx = s.tap();
+        for seq in 0..=TAP_CAPACITY as Lsn {
+            s.copy_to_tap(seq, &Bytes::from_static(b"e"));
+        }
+        assert!(!s.tapped.load(Ordering::Acquire) && lock(&s.tap).is_none());
+        for seq in 0..TAP_CAPACITY as Lsn {
+            assert_eq!(rx.try_recv().unwrap().0, seq);
+        }
+        assert!(matches!(
+            rx.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
         // A stopped mirror ends its tap.
         let mut rx = s.tap();
         s.stop("gone".into());

@@ -382,9 +382,10 @@ impl ClusterNode {
     }
 
     /// Every record the local mirror folds from now on, in stream order
-    /// (one follower at a time; a dropped receiver ends it). Unbounded: the
-    /// mirror never waits for the reader, so read it promptly.
-    pub fn follow_folded(&self) -> tokio::sync::mpsc::UnboundedReceiver<Folded> {
+    /// (one follower at a time; a dropped receiver ends it). Bounded to
+    /// 65,536 records: the mirror never waits for the reader, and a reader
+    /// that far behind sees the channel end.
+    pub fn follow_folded(&self) -> tokio::sync::mpsc::Receiver<Folded> {
         self.shared.tap()
     }
 

@@ -444,7 +444,7 @@ fn verify_beside_short_lived_writers_and_compact_finds_no_damage() {
         let (stop, dir) = (stop.clone(), env.dir.clone());
         std::thread::spawn(move || {
             let mut runs = 0u32;
-            while !stop.load(Ordering::Acquire) && !(bounded && runs == WRITER_RUNS) {
+            while !(stop.load(Ordering::Acquire) || (bounded && runs == WRITER_RUNS)) {
                 let out = bin().arg("--dir").arg(&dir).args(&args).output().unwrap();
                 if !out.status.success() {
                     // Only the other writer's lock may stop one.
