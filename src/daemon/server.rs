@@ -548,10 +548,12 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
             let lsn = s.store.applied_lsn();
             let mut guard = published.lock().unwrap_or_else(|e| e.into_inner());
             let (last, bad) = &mut *guard;
-            // Another writer's change is ingested within one period too.
-            let foreign = crate::coexist::changed_on_disk(&path).unwrap_or(true)
+            // Another writer's change is ingested within one period too
+            // (files read only when the fold alone does not call for it).
+            let due = lsn != *last
+                || crate::coexist::changed_on_disk(&path).unwrap_or(true)
                 || s.store.state_files_changed(bad);
-            if lsn != *last || foreign {
+            if due {
                 match s
                     .store
                     .publish_registry(crate::export::PublishOptions::default().lock_timeout)
