@@ -23,7 +23,7 @@ use crate::import::{parse_registry, ImportError, ParsedRegistry};
 use crate::model::fields::{FieldRef, FieldValue, V4Key, AGENT_FIELDS};
 use crate::model::{Agent, HostMode, StatusCause};
 use crate::registry::{Event, EventKind, ExternalChange, State};
-use crate::schemas::{extra, legacy_session_key, NEVER_EXPORTED};
+use crate::schemas::{extra, legacy_session_key, never_exported};
 use crate::time::Timestamp;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -160,7 +160,7 @@ fn file_values(a: &Agent) -> FileValues {
         v.insert(f.name.to_string(), text);
     }
     for (key, text) in &n.extra {
-        if !NEVER_EXPORTED.contains(&key.as_str()) {
+        if !never_exported(key) {
             v.insert(key.clone(), text.clone());
         }
     }

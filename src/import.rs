@@ -368,7 +368,9 @@ fn parse_row(obj: &Map<String, Value>, version: u32) -> Result<Agent, RowProblem
     let mut extra = Vec::new();
     for (key, value) in obj {
         let typed = KNOWN_KEYS.contains(&key.as_str()) || key == "harness";
-        if !typed && !value.is_null() {
+        // A `state.json:` key is where the fold keeps `state.json`'s worker
+        // facts: a registry.json row cannot set them.
+        if !typed && !value.is_null() && !crate::state_json::is_fact_key(key) {
             extra.push((key.clone(), value.to_string()));
         }
     }

@@ -102,6 +102,7 @@ pub mod model;
 pub mod probe;
 pub mod registry;
 pub mod schemas;
+pub mod state_json;
 pub mod store;
 pub mod time;
 

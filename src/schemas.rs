@@ -123,6 +123,13 @@ pub const V16_EXTRA_KEYS: [&str; 21] = [
 /// `legacy_provider`.
 pub const NEVER_EXPORTED: [&str; 2] = ["session_id", "legacy_provider"];
 
+/// Whether an `extra` key is never written to a `registry.json`: one of
+/// [`NEVER_EXPORTED`], or a `state.json` worker fact
+/// (`crate::state_json::EXTRA_PREFIX`), which only `state.json` holds.
+pub fn never_exported(key: &str) -> bool {
+    NEVER_EXPORTED.contains(&key) || crate::state_json::is_fact_key(key)
+}
+
 /// Keys that exist in some schema ≤ 16 beyond the 20 v4 keys, including
 /// removed legacy keys: known, so a check of a file of schema ≤ 16 does not
 /// call them unknown. The v4 keys are `check::ROW_KEYS`.

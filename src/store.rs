@@ -43,6 +43,7 @@ mod origin;
 mod read_only;
 mod replica;
 mod runtime;
+mod statefiles;
 mod wait;
 
 pub use checkpoint::{
@@ -53,6 +54,7 @@ pub use origin::{current_access, current_origin, with_access, with_origin, PeerA
 pub use read_only::{ReadOnlyStore, ReadState};
 pub use replica::{replica_of, Check, CommandSink, REPLICA_FILE};
 pub use runtime::caller_here;
+pub use statefiles::StateProblem;
 pub use wait::Waited;
 
 /// Why a store operation failed.

@@ -20,6 +20,7 @@ mod daemon {
     mod namespace;
     mod protocol;
     mod startup;
+    mod state_json;
     mod times;
     mod watch;
 }

@@ -24,9 +24,10 @@ use crate::compact::{AutoCompactor, AutoPolicy, CompactOptions};
 use crate::probe::ProcProbe;
 use crate::store::{with_origin, Store};
 use crate::time::Timestamp;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -420,7 +421,10 @@ fn final_publish(store: &Store, wait: Duration) -> ServeResult<()> {
         }
     }
     match result {
-        Ok(_) => Ok(()),
+        Ok(p) => {
+            warn_state_problems(&p.state_problems, &HashMap::new());
+            Ok(())
+        }
         Err(e) if late(&e) => {
             tracing::warn!(
                 "shutdown: registry.json not republished: {e}; the log is durable up to LSN {}, \
@@ -431,6 +435,28 @@ fn final_publish(store: &Store, wait: Duration) -> ServeResult<()> {
         }
         Err(e) => Err(ServeError::store("publishing registry.json")(e)),
     }
+}
+
+/// Warns about each `state.json` a publish left as it is, unless the same
+/// bytes were warned about last time (`before`); what to remember next.
+fn warn_state_problems(
+    problems: &[crate::store::StateProblem],
+    before: &HashMap<PathBuf, Vec<u8>>,
+) -> HashMap<PathBuf, Vec<u8>> {
+    let mut now = HashMap::new();
+    for p in problems {
+        let seen = p
+            .bytes
+            .as_ref()
+            .is_some_and(|b| before.get(&p.file) == Some(b));
+        if !seen {
+            tracing::warn!(file = %p.file.display(), "state.json not published: {}", p.why);
+        }
+        if let Some(b) = &p.bytes {
+            now.insert(p.file.clone(), b.clone());
+        }
+    }
+    now
 }
 
 /// Publishes once before serving: a `registry.json` found there (another
@@ -446,13 +472,15 @@ async fn first_publish(shared: &Arc<Shared>) {
     })
     .await;
     match done {
-        Ok(Ok(p)) if p.ingested > 0 => {
-            tracing::info!(
-                changes = p.ingested,
-                "ingested another writer's registry.json changes"
-            )
+        Ok(Ok(p)) => {
+            if p.ingested > 0 {
+                tracing::info!(
+                    changes = p.ingested,
+                    "ingested another writer's registry.json and state.json changes"
+                )
+            }
+            warn_state_problems(&p.state_problems, &HashMap::new());
         }
-        Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!("publishing registry.json at start failed: {e}"),
         Err(e) => tracing::warn!("publishing registry.json at start failed: {e}"),
     }
@@ -513,14 +541,19 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
         shared.opts.publish_every,
         shared.store.options().export_path.clone(),
     ) {
-        // Published by `first_publish` at this LSN.
-        let published = Mutex::new(shared.store.applied_lsn());
+        // Published by `first_publish` at this LSN; the state.json files
+        // it left as they were (warned about once per content).
+        let published = Mutex::new((shared.store.applied_lsn(), HashMap::new()));
         duties.push(every(p, shared, move |s| {
             let lsn = s.store.applied_lsn();
-            let mut last = published.lock().unwrap_or_else(|e| e.into_inner());
-            // Another writer's change is ingested within one period too.
-            let foreign = crate::coexist::changed_on_disk(&path).unwrap_or(true);
-            if lsn != *last || foreign {
+            let mut guard = published.lock().unwrap_or_else(|e| e.into_inner());
+            let (last, bad) = &mut *guard;
+            // Another writer's change is ingested within one period too
+            // (files read only when the fold alone does not call for it).
+            let due = lsn != *last
+                || crate::coexist::changed_on_disk(&path).unwrap_or(true)
+                || s.store.state_files_changed(bad);
+            if due {
                 match s
                     .store
                     .publish_registry(crate::export::PublishOptions::default().lock_timeout)
@@ -530,6 +563,7 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
                             s.committed.notify_waiters();
                         }
                         *last = p.lsn;
+                        *bad = warn_state_problems(&p.state_problems, bad);
                     }
                     Err(e) => tracing::warn!("publishing registry.json failed: {e}"),
                 }

@@ -13,7 +13,7 @@
 use super::{push_str, push_time, push_u64};
 use crate::model::fields::{field, FieldKind, FieldRef};
 use crate::model::Agent;
-use crate::schemas::{extra, legacy_session_key, Schema, NEVER_EXPORTED, V16_KEYS};
+use crate::schemas::{extra, legacy_session_key, never_exported, Schema, V16_KEYS};
 
 /// Appends `a` as one schema-16 row (indented as an element of `agents`).
 pub(super) fn write_row(buf: &mut Vec<u8>, a: &Agent, scratch: &mut String) {
@@ -80,12 +80,12 @@ pub(super) fn write_row(buf: &mut Vec<u8>, a: &Agent, scratch: &mut String) {
 
 /// The keys of `a.extra` an export to `schema` leaves out (they stay in the
 /// log): every extra for schema 4, which has none of them; for 16 those it
-/// has no key for. Keys no schema writes ([`NEVER_EXPORTED`]) are not named.
+/// has no key for. Keys no schema writes (`schemas::never_exported`) are not named.
 pub(super) fn unwritten_extras(a: &Agent, schema: Schema) -> Vec<String> {
     a.extra
         .iter()
         .map(|(k, _)| k)
-        .filter(|k| !NEVER_EXPORTED.contains(&k.as_str()))
+        .filter(|k| !never_exported(k))
         .filter(|k| schema == Schema::V4 || !V16_KEYS.contains(&k.as_str()))
         .cloned()
         .collect()

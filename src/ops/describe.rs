@@ -228,6 +228,25 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
                 agentlog::registry::ExternalChange::Removed => format!("removed{subject}"),
             }
         }
+        EventKind::WorkerStateChanged {
+            agent,
+            source,
+            changes,
+        } => {
+            why = Some(format!(
+                "by {}",
+                agentlog::registry::ExternalChange::actor(source)
+            ));
+            let subject = match viewer {
+                Some(_) => String::new(),
+                None => format!(" `{agent}`"),
+            };
+            let shown: Vec<String> = changes
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(unset)")))
+                .collect();
+            format!("{source}{subject}: {}", shown.join(", "))
+        }
         EventKind::Runtime(r) => {
             let d = super::describe_runtime::describe(r, viewer.is_some());
             why = d.why;

@@ -182,6 +182,11 @@ pub fn encode_into(event: &Event, buf: &mut Vec<u8>) {
             source,
             change,
         } => put_body(buf, &(agent, source, change)),
+        EventKind::WorkerStateChanged {
+            agent,
+            source,
+            changes,
+        } => put_body(buf, &(agent, source, changes)),
         EventKind::Runtime(r) => r.encode_body(buf),
     }
 }
@@ -388,6 +393,15 @@ pub fn decode(payload: &[u8]) -> Result<Event, DecodeError> {
                 agent,
                 source,
                 change,
+            }
+        }
+        tag::WORKER_STATE_CHANGED => {
+            let (agent, source, changes): (String, String, Vec<(String, Option<String>)>) =
+                body(t, b)?;
+            EventKind::WorkerStateChanged {
+                agent,
+                source,
+                changes,
             }
         }
         tag::PURGED => {
@@ -661,6 +675,21 @@ mod tests {
                 sessions: vec![key],
             },
             EventKind::Purged,
+            EventKind::ExternalChange {
+                agent: "a1".into(),
+                source: "state.json".into(),
+                change: ExternalChange::Status {
+                    status: Status::Orphaned,
+                },
+            },
+            EventKind::WorkerStateChanged {
+                agent: "a1".into(),
+                source: "state.json".into(),
+                changes: vec![
+                    ("ready".into(), Some("true".into())),
+                    ("pty.drive_mode".into(), None),
+                ],
+            },
         ];
         kinds.into_iter().map(|kind| Event { at, kind }).collect()
     }

@@ -49,6 +49,10 @@ pub mod tag {
     pub const LEASE_RELEASED: u8 = 22;
     pub const OUTAGE_STARTED: u8 = 23;
     pub const OUTAGE_ENDED: u8 = 24;
+    /// A per-agent `state.json`'s worker facts (`ready`, `restart_count`,
+    /// the PTY and drive-window fields, …) another writer changed
+    /// (docs/upstream.md, "state.json"). Tags 25–28 are the fno family's.
+    pub const WORKER_STATE_CHANGED: u8 = 25;
     /// A difference between a file another writer shares with agentlog
     /// (`registry.json`, a `state.json`) and what agentlog last published
     /// there, ingested before republishing (docs/registry.md,
@@ -57,12 +61,12 @@ pub mod tag {
     /// The highest tag this build knows.
     pub const MAX_KNOWN: u8 = 29;
 
-    /// Whether this build can decode `tag` (tags 1..=24 and 29; 25–28 are
+    /// Whether this build can decode `tag` (tags 1..=25 and 29; 26–28 are
     /// reserved, never written by this build).
     pub const fn is_known(tag: u8) -> bool {
         matches!(
             tag,
-            AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST | EXTERNAL_CHANGE
+            AGENT_REGISTERED..=AGENT_REGISTERED_ON_HOST | WORKER_STATE_CHANGED | EXTERNAL_CHANGE
         ) || is_runtime(tag)
     }
 
@@ -93,6 +97,7 @@ pub mod tag {
             PURGED => "Purged",
             AGENT_REGISTERED_ON_HOST => "AgentRegistered",
             EXTERNAL_CHANGE => "ExternalChange",
+            WORKER_STATE_CHANGED => "WorkerStateChanged",
             ENDPOINT_SET => "EndpointSet",
             LEASE_ACQUIRED => "LeaseAcquired",
             LEASE_RENEWED => "LeaseRenewed",
@@ -119,6 +124,7 @@ pub mod tag {
                 | TRANSPORT_CLIENT_SET
                 | AGENT_REGISTERED_ON_HOST
                 | EXTERNAL_CHANGE
+                | WORKER_STATE_CHANGED
         ) || is_runtime(tag)
     }
 }
@@ -284,6 +290,18 @@ pub enum EventKind {
     /// An agent's runtime facts: endpoint fields, leases, outages (tags
     /// 19–24, `registry::runtime`). Never exported.
     Runtime(RuntimeEvent),
+    /// Worker facts of the agent's `state.json` (`ready`, `last_reply`,
+    /// `restart_count`, `last_restart_at`, `pty.*`, unknown keys) another
+    /// writer changed (`source`: `state.json`): each change is a key (a
+    /// `pty` field as `pty.KEY`) and its JSON text, `None` for unset.
+    /// The fold keeps them (`crate::state_json`); the `state.json` publish
+    /// writes them back. `log` and `audit` name the actor as for
+    /// [`EventKind::ExternalChange`].
+    WorkerStateChanged {
+        agent: String,
+        source: String,
+        changes: Vec<(String, Option<String>)>,
+    },
 }
 
 /// What an [`EventKind::ExternalChange`] did to the agent's row. Its serde
@@ -390,6 +408,7 @@ impl EventKind {
             EventKind::StreamCompacted { .. } => tag::STREAM_COMPACTED,
             EventKind::Purged => tag::PURGED,
             EventKind::ExternalChange { .. } => tag::EXTERNAL_CHANGE,
+            EventKind::WorkerStateChanged { .. } => tag::WORKER_STATE_CHANGED,
             EventKind::Runtime(r) => r.tag(),
         }
     }
@@ -405,7 +424,8 @@ impl EventKind {
             | EventKind::AgentRemoved { agent }
             | EventKind::DisplayNameSet { agent, .. }
             | EventKind::TransportClientSet { agent, .. }
-            | EventKind::ExternalChange { agent, .. } => Some(agent),
+            | EventKind::ExternalChange { agent, .. }
+            | EventKind::WorkerStateChanged { agent, .. } => Some(agent),
             EventKind::MessagePosted(m) => Some(&m.from),
             EventKind::MessagesRead { reader, .. } => Some(reader),
             EventKind::AgentImported(a) => Some(&a.name),

@@ -395,6 +395,15 @@ impl State {
             EventKind::ExternalChange { agent, change, .. } => {
                 self.apply_external(lsn, at, agent, change)
             }
+            EventKind::WorkerStateChanged { agent, changes, .. } => {
+                let found = self.agents.update(agent, |a| {
+                    a.last_event_lsn = lsn;
+                    crate::state_json::apply(a, changes);
+                });
+                if !found {
+                    self.anomalies += 1;
+                }
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! `registry.json` export from, and import into, the [`Store`], and the
-//! coexisting publish ([`Store::publish_registry`], `crate::coexist`).
+//! coexisting publish ([`Store::publish_registry`], `crate::coexist`, with
+//! the per-agent `state.json` files of `statefiles.rs`).
 //!
 //! Export renders the agents in registration order from a copy taken under
 //! the read lock (appenders wait only for the copy, not for rendering or the
@@ -34,6 +35,10 @@ pub struct Published {
     pub ingested: usize,
     /// The LSN the published fold is at.
     pub lsn: Lsn,
+    /// `state.json` files rewritten (their content changed).
+    pub states_written: usize,
+    /// `state.json` files left as they are, and why.
+    pub state_problems: Vec<super::statefiles::StateProblem>,
 }
 
 /// What [`Store::import_registry`] brought in.
@@ -74,13 +79,17 @@ impl Store {
         )?)
     }
 
-    /// Publishes `registry.json` at `StoreOptions::export_path` without ever
+    /// Publishes `registry.json` at `StoreOptions::export_path`, and each
+    /// agent's `state.json` beside it (`crate::state_json`), without ever
     /// overwriting a foreign write (`crate::coexist`): under both writers'
-    /// locks (waiting at most `lock_timeout`), a file another writer
-    /// changed since the last publish is compared with the fold, each
-    /// difference is appended as an [`EventKind::ExternalChange`] (one
-    /// durable batch), and only then is the fold republished. A file that
-    /// does not parse is left as it is (the error says why).
+    /// locks on `registry.json` (waiting at most `lock_timeout`) and each
+    /// `state.json`'s own, a file another writer changed since the last
+    /// publish is compared with the fold and each difference is appended
+    /// (one durable batch per kind of file: `registry.json`'s first, then
+    /// the `state.json` files', whose status therefore wins), and only
+    /// then is the fold republished. A `registry.json` that does not parse
+    /// fails the publish and is left as it is; a `state.json` that does
+    /// not is left as it is and reported in [`Published::state_problems`].
     pub fn publish_registry(&self, lock_timeout: Duration) -> StoreResult<Published> {
         let path = self
             .core
@@ -95,20 +104,15 @@ impl Store {
             let events = self.with_state(|s, _| {
                 crate::coexist::changes(s, &foreign, crate::coexist::REGISTRY_SOURCE, at)
             });
-            ingested = events.len();
-            if !events.is_empty() {
-                let lsns = if let Some(sink) = self.sink()? {
-                    let done =
-                        sink.command(super::current_origin(), &mut |_| Ok(events.clone()))?;
-                    done.into_iter().map(|(lsn, _)| lsn).collect::<Vec<_>>()
-                } else {
-                    let mut g = self.write();
-                    self.append_apply(&mut g, &events)?
-                };
-                // What another writer did is durable before it is overwritten.
-                self.finish(lsns.last().copied(), crate::log::Durability::Durable)?;
-            }
+            ingested += events.len();
+            self.append_external(&events)?;
         }
+        // The state.json files of the fold as registry.json's changes left it.
+        let targets = self.with_state(|s, _| crate::state_json::targets(s, &path));
+        let mut states = super::statefiles::HeldStates::lock(targets);
+        let events = states.changes(self, Timestamp::now());
+        ingested += events.len();
+        self.append_external(&events)?;
         let (agents, lsn) = self.with_state(|s, lsn| (s.agents().as_slice().to_vec(), lsn));
         let (bytes, report) = crate::export::render(
             agents.iter(),
@@ -120,10 +124,13 @@ impl Store {
         crate::export::publish_locked(&path, &bytes)?;
         crate::coexist::record_published(&path, &bytes)
             .map_err(crate::export::ExportError::from)?;
+        let states_written = states.publish(self);
         Ok(Published {
             report,
             ingested,
             lsn,
+            states_written,
+            state_problems: states.problems,
         })
     }
 

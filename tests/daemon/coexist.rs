@@ -4,12 +4,18 @@
 //! register rows in `registry.json` while the daemon publishes; every row
 //! they wrote ends in the log (as an event whose actor is the external
 //! writer) and in the published file, and every intermediate file is one
-//! its schema's readers accept. The in-suite race runs 10 s;
-//! `AGENTLOG_RACE_SECS=60 cargo test --release --test daemon coexist`
-//! runs the 60 s. Also: a lock held past the publish wait at
-//! shutdown is a warning and exit 0.
+//! its schema's readers accept: upstream HEAD's (schema 16, which reads
+//! 1–16) every one, and the design card's schema-4 reader every one
+//! agentlog published (the foreign writers' own schema-16 files are refused
+//! by that reader's version guard, as upstream intends). Meanwhile a third
+//! foreign writer (this test, as upstream's Rust `state.json` writer) bumps
+//! `own-1`'s `restart_count` in its `state.json`. The race runs the issue's
+//! 60 s (`AGENTLOG_RACE_SECS=N` shortens it for a quick local run). Also:
+//! a lock held past the publish wait at shutdown is a warning and exit 0.
 
 use crate::support::daemon::{bin, eventually_within, Daemon, Store};
+use agentlog::check::check_bytes_as;
+use agentlog::schemas::Schema;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -52,17 +58,27 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
     let secs: u64 = std::env::var("AGENTLOG_RACE_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+        .unwrap_or(60);
     let store = Store::new();
-    store.ok(&["register", "own-1", "--provider", "codex", "--cwd", "/w"]);
+    store.ok(&[
+        "register",
+        "own-1",
+        "--provider",
+        "codex",
+        "--cwd",
+        "/w",
+        "--short-id",
+        "own00001",
+    ]);
     let d = Daemon::start(&store.dir, &["--publish-every-ms", "100"]);
     let registry = store.dir.join("registry.json");
     eventually_within("the first publish", Duration::from_secs(10), || {
         registry.exists().then_some(())
     });
 
-    // A reader beside the race: every file it sees parses and passes the
-    // readers' contract of its declared schema.
+    // A reader beside the race: every file it sees parses, passes the
+    // schema-16 readers' contract, and, when agentlog wrote it (schema 4),
+    // the schema-4 readers' too.
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
         let (stop, registry) = (stop.clone(), registry.clone());
@@ -70,18 +86,42 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
             let mut seen = [0usize; 2];
             while !stop.load(Ordering::Relaxed) {
                 let bytes = std::fs::read(&registry).unwrap();
-                let problems = agentlog::check::check_bytes(&bytes, None);
-                assert!(
-                    problems.is_empty(),
-                    "{problems:?}\n{}",
-                    String::from_utf8_lossy(&bytes)
-                );
-                agentlog::import::parse_registry(&bytes, &registry).unwrap();
                 let doc: Value = serde_json::from_slice(&bytes).unwrap();
-                seen[usize::from(doc["schema_version"] == 16)] += 1;
+                let ours = doc["schema_version"] == 4;
+                let mut contracts = vec![Schema::V16];
+                if ours {
+                    contracts.push(Schema::V4);
+                }
+                for contract in contracts {
+                    let problems = check_bytes_as(&bytes, Some(contract), None);
+                    assert!(
+                        problems.is_empty(),
+                        "{contract:?} reader: {problems:?}\n{}",
+                        String::from_utf8_lossy(&bytes)
+                    );
+                }
+                agentlog::import::parse_registry(&bytes, &registry).unwrap();
+                seen[usize::from(!ours)] += 1;
                 std::thread::sleep(Duration::from_millis(3));
             }
             seen
+        })
+    };
+    // The state.json writer: `own-1`'s restart count, once per 250 ms.
+    let state = store.dir.join("own00001/state.json");
+    eventually_within("own-1's state.json", Duration::from_secs(10), || {
+        state.exists().then_some(())
+    });
+    let restarts = {
+        let (stop, state) = (stop.clone(), state.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                write_state_like_upstream(&state, |doc| doc["restart_count"] = n.into());
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            n
         })
     };
     let per_writer = (3 * secs) as usize;
@@ -111,11 +151,30 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
             written.is_subset(&listed).then_some(())
         },
     );
-    let (status, stderr) = d.stop();
     stop.store(true, Ordering::Relaxed);
+    let restarts = restarts.join().unwrap();
+    eventually_within(
+        "the last restart count in the fold",
+        Duration::from_secs(20),
+        || {
+            let audit = store.run(&["audit", "own-1", "--json"]).stdout;
+            let doc: Value = serde_json::from_slice(&audit).ok()?;
+            let last = doc["events"]
+                .as_array()?
+                .iter()
+                .rev()
+                .find(|e| e["kind"] == "WorkerStateChanged")?;
+            last["what"]
+                .as_str()?
+                .contains(&format!("restart_count={restarts}"))
+                .then_some(())
+        },
+    );
+    let (status, stderr) = d.stop();
     let seen = reader.join().unwrap();
     assert!(status.success(), "{status}: {stderr}");
     assert!(seen[0] > 0, "the reader saw agentlog's schema-4 publishes");
+    assert!(seen[1] > 0, "the reader saw the writers' schema-16 files");
 
     // The published file holds every row, and agentlog's own.
     let published: Value = serde_json::from_slice(&std::fs::read(&registry).unwrap()).unwrap();
@@ -127,6 +186,17 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
         written.difference(&rows)
     );
     assert!(rows.contains("own-1"));
+    // Every row's state.json carries its published status; own-1's the
+    // last restart count the state.json writer wrote.
+    for row in published["agents"].as_array().unwrap() {
+        let sid = row["short_id"].as_str().unwrap();
+        let doc: Value =
+            serde_json::from_slice(&std::fs::read(store.dir.join(sid).join("state.json")).unwrap())
+                .unwrap();
+        assert_eq!(doc["status"], row["status"], "{row}\n{doc}");
+    }
+    let own: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(own["restart_count"], restarts);
 
     // Each row came in as an external writer's registration; the status
     // marks as status events, all shown with the actor.
@@ -156,6 +226,32 @@ fn two_foreign_writers_beside_serve_lose_nothing() {
     assert_eq!(busy["status"], "busy", "{busy}");
     let audit = store.ok(&["audit", "py-3"]);
     assert!(audit.contains("external writer (registry.json)"), "{audit}");
+}
+
+/// Upstream's `update_state_atomic`: under the exclusive lock on
+/// `<state.json>.lock`, read, change, write `.state.json.tmp.<pid>`, fsync,
+/// rename.
+fn write_state_like_upstream(path: &Path, change: impl FnOnce(&mut Value)) {
+    let lock = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(format!("{}.lock", path.display()))
+        .unwrap();
+    lock.lock().unwrap();
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    change(&mut doc);
+    let tmp = path
+        .parent()
+        .unwrap()
+        .join(format!(".state.json.tmp.{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp).unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        serde_json::to_string_pretty(&doc).unwrap().as_bytes(),
+    )
+    .unwrap();
+    f.sync_all().unwrap();
+    std::fs::rename(&tmp, path).unwrap();
 }
 
 /// A child killed when the test ends, however it ends.

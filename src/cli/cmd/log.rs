@@ -70,7 +70,9 @@ pub fn log_entry(
             doc["origin"] = json!(o);
         }
         if let Ok(agentlog::registry::Event {
-            kind: agentlog::registry::EventKind::ExternalChange { source, .. },
+            kind:
+                agentlog::registry::EventKind::ExternalChange { source, .. }
+                | agentlog::registry::EventKind::WorkerStateChanged { source, .. },
             ..
         }) = event
         {
