@@ -269,7 +269,7 @@ pub(super) fn sse_client(sh: &Shared, i: usize) {
             continue;
         };
         let mut url = format!("{base}/api/events?token={token}");
-        if i % 2 == 0 {
+        if i.is_multiple_of(2) {
             url.push_str("&changes=true&latest=true");
         }
         if let Some(f) = from {

@@ -274,7 +274,7 @@ fn rate(s: &str) -> Result<f64, String> {
 /// A period in seconds: 0 (never) or positive, up to [`MAX_SECONDS`].
 fn period(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
-        Ok(v) if v == 0.0 => Ok(0.0),
+        Ok(0.0) => Ok(0.0),
         _ => seconds(s),
     }
 }
