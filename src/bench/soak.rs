@@ -417,11 +417,11 @@ pub fn run_soak(cfg: &SoakConfig) -> Result<SoakReport> {
     let threads = start_load(cfg, &sh);
     let start = mono_ns();
     let until = start + (cfg.seconds * 1e9) as u64;
-    let mut workers = start_clients(cfg, &store, &acks, until)?;
-    let observed = run_loop(cfg, &mut d, &sh, until);
+    let observed = start_clients(cfg, &store, &acks, until)
+        .and_then(|workers| Ok((run_loop(cfg, &mut d, &sh, until)?, workers)));
     // Whatever happened, the side load stops and the daemon with it.
     sh.stop.store(true, Ordering::Release);
-    let writes = observed.and_then(|o| Ok((o, collect_clients(&mut workers)?)));
+    let writes = observed.and_then(|(o, mut workers)| Ok((o, collect_clients(&mut workers)?)));
     let stopped = d.server.take().map_or(Ok(()), Server::stop);
     for t in threads {
         let _ = t.join();
