@@ -20,4 +20,5 @@ mod cli {
     mod read_path;
     mod readonly;
     mod seedops;
+    mod soak;
 }

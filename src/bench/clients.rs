@@ -232,8 +232,9 @@ impl ClientsConfig {
     }
 }
 
-/// A server child (daemon or echo) stopped with SIGTERM when dropped.
-struct Server {
+/// A server child (daemon or echo) stopped with SIGTERM when dropped
+/// (also `bench soak`'s daemon, which it kills and restarts).
+pub(super) struct Server {
     child: Child,
     what: &'static str,
     log: PathBuf,
@@ -244,7 +245,7 @@ struct Server {
 impl Server {
     /// Starts `cmd` (stdout piped, stderr to `log`) and waits for the line it
     /// prints once it accepts connections.
-    fn start(mut cmd: Command, what: &'static str, log: PathBuf) -> Result<Server> {
+    pub(super) fn start(mut cmd: Command, what: &'static str, log: PathBuf) -> Result<Server> {
         let err =
             std::fs::File::create(&log).map_err(|e| BenchError::io("cannot create", &log, e))?;
         let child = cmd
@@ -277,13 +278,27 @@ impl Server {
 
     /// SIGTERM, then wait (its graceful shutdown) up to 60 s; a failed exit
     /// is an error carrying its log.
-    fn stop(mut self) -> Result<()> {
+    pub(super) fn stop(mut self) -> Result<()> {
         let status = self.terminate();
         match status {
             Some(s) if s.success() => Ok(()),
             Some(s) => Err(self.failed(&format!("exited with {s}"))),
             None => Err(self.failed("did not stop within 60 s of SIGTERM")),
         }
+    }
+
+    /// Its process id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGKILL and reap: the crash `bench soak` inflicts.
+    pub(super) fn kill_hard(mut self) -> Result<()> {
+        self.child
+            .kill()
+            .and_then(|_| self.child.wait())
+            .map(drop)
+            .map_err(|e| BenchError::io("cannot kill the", self.what, e))
     }
 
     fn terminate(&mut self) -> Option<std::process::ExitStatus> {
@@ -331,21 +346,40 @@ fn run_status(cmd: &mut Command, what: &str) -> Result<()> {
 /// A fresh store in `dir` served by a daemon child, with the fleet
 /// registered through it.
 fn start_daemon(cfg: &ClientsConfig, dir: &Path) -> Result<Server> {
-    let dir_arg = |c: &mut Command| {
-        c.env_remove("AGENTLOG_NOW").arg("--dir").arg(dir);
-    };
-    let mut init = Command::new(&cfg.exe);
-    dir_arg(&mut init);
-    run_status(init.arg("init"), "agentlog init")?;
-    let mut serve = Command::new(&cfg.exe);
-    dir_arg(&mut serve);
-    serve.arg("serve");
+    init_store(&cfg.exe, dir)?;
+    let mut serve = serve_command(&cfg.exe, dir);
     if let Some(addr) = &cfg.http {
         serve.args(["--http", addr]);
     }
     let server = Server::start(serve, "daemon", dir.join("serve.log"))?;
+    register_fleet(dir, cfg.agents)?;
+    Ok(server)
+}
+
+/// `agentlog --dir DIR init`, without `$AGENTLOG_NOW`.
+pub(super) fn init_store(exe: &Path, dir: &Path) -> Result<()> {
+    let mut init = Command::new(exe);
+    init.env_remove("AGENTLOG_NOW").arg("--dir").arg(dir);
+    run_status(init.arg("init"), "agentlog init")
+}
+
+/// `agentlog --dir DIR serve` (more arguments may follow), without
+/// `$AGENTLOG_NOW`.
+pub(super) fn serve_command(exe: &Path, dir: &Path) -> Command {
+    let mut serve = Command::new(exe);
+    serve
+        .env_remove("AGENTLOG_NOW")
+        .arg("--dir")
+        .arg(dir)
+        .arg("serve");
+    serve
+}
+
+/// Registers agents `0..agents` ([`agent_name`]) through the daemon
+/// serving `dir`, pipelined 256 at a time.
+pub(super) fn register_fleet(dir: &Path, agents: usize) -> Result<()> {
     let mut c = Client::connect(dir).map_err(|e| BenchError::Run(e.to_string()))?;
-    for chunk in (0..cfg.agents).collect::<Vec<_>>().chunks(256) {
+    for chunk in (0..agents).collect::<Vec<_>>().chunks(256) {
         for &i in chunk {
             let params =
                 json!({"name": agent_name(i), "provider": "claude", "cwd": "/home/dev/proj"});
@@ -361,7 +395,7 @@ fn start_daemon(cfg: &ClientsConfig, dir: &Path) -> Result<Server> {
             })?;
         }
     }
-    Ok(server)
+    Ok(())
 }
 
 /// The daemon's last LSN.

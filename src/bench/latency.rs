@@ -117,7 +117,6 @@ impl Histogram {
         self.sum += other.sum;
     }
 
-    #[cfg(test)]
     pub fn count(&self) -> u64 {
         self.total
     }

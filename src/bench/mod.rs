@@ -27,6 +27,9 @@
 //! - [`clients`], [`clients_worker`], [`echo`], [`sqlite`]: `bench clients`,
 //!   P client processes through the daemon against the protocol's bound,
 //!   SQLite and the JSON rewrite.
+//! - [`soak`], [`soak_worker`], [`soak_load`], [`soak_check`]: `bench
+//!   soak`, the daemon under client processes, watchers, SSE clients, a
+//!   scraper, compactions and `kill -9` for minutes, its history judged.
 //! - [`cluster`], [`cluster_host`], [`servers`], [`etcd`]: `bench cluster`,
 //!   the replicated registry on a real NATS cluster ([`nats`], shared with
 //!   the cluster tests) against a real etcd
@@ -52,6 +55,10 @@ pub mod scaling;
 #[allow(dead_code)]
 pub mod raw_log;
 pub mod servers;
+pub mod soak;
+pub mod soak_check;
+pub mod soak_load;
+pub mod soak_worker;
 #[cfg(feature = "sqlite-baseline")]
 pub mod sqlite;
 pub mod targets;

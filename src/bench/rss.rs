@@ -26,7 +26,7 @@ fn status_field_bytes(field: &str) -> Result<u64> {
         })
 }
 
-fn parse_status_kb(text: &str, field: &str) -> Option<u64> {
+pub(super) fn parse_status_kb(text: &str, field: &str) -> Option<u64> {
     let line = text
         .lines()
         .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;

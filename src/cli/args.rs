@@ -254,6 +254,70 @@ pub enum Bench {
     /// Time whole one-shot CLI invocations (heartbeat, status, list, audit,
     /// export) on stores of each log length, each with a recent snapshot
     Cli(BenchCli),
+    /// A long run of the daemon under client processes, watchers, SSE
+    /// clients, a metrics scraper, compactions and kill -9 with restarts;
+    /// every acknowledged write is checked afterwards (exit 1 if one is lost)
+    Soak(BenchSoak),
+    /// One client process of `bench soak` (spec on stdin)
+    #[command(hide = true)]
+    SoakWorker,
+}
+
+/// A rate per second: positive, at most a million.
+fn rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 1e6 => Ok(v),
+        _ => Err("must be more than 0 and at most 1000000 per second".into()),
+    }
+}
+
+/// A period in seconds: 0 (never) or positive, up to [`MAX_SECONDS`].
+fn period(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(0.0) => Ok(0.0),
+        _ => seconds(s),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct BenchSoak {
+    /// Length of the run in seconds
+    #[arg(long, value_name = "S", default_value_t = 600.0, value_parser = seconds)]
+    pub seconds: f64,
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = count(MAX_AGENTS))]
+    pub agents: usize,
+    /// Client processes writing
+    #[arg(long, value_name = "P", default_value_t = 8, value_parser = count(MAX_WRITERS))]
+    pub clients: usize,
+    /// Writes per second of all client processes together
+    #[arg(long, value_name = "R", default_value_t = 2000.0, value_parser = rate)]
+    pub rate: f64,
+    /// Every Nth write of a process is a durable status carrying a token (0: none)
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub status_every: u64,
+    /// Socket watchers (`watch`), of which --idle-watchers never read
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub watchers: u64,
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub idle_watchers: u64,
+    /// SSE clients of /api/events
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=64))]
+    pub sse: u64,
+    /// Seconds between /metrics scrapes (0: none)
+    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = period)]
+    pub scrape_every: f64,
+    /// Seconds between compactions (0: none)
+    #[arg(long, value_name = "S", default_value_t = 30.0, value_parser = period)]
+    pub compact_every: f64,
+    /// Seconds between kill -9 of the daemon, each followed by a restart (0: none)
+    #[arg(long, value_name = "S", default_value_t = 60.0, value_parser = period)]
+    pub kill_every: f64,
+    /// The bound the daemon's peak RSS must stay under, in MiB
+    #[arg(long, value_name = "MIB", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rss_bound_mib: u64,
+    /// The bound the daemon's open descriptors must stay under
+    #[arg(long, value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub fd_bound: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -1,4 +1,4 @@
-//! `agentlog bench heartbeats | scaling | replay | open | export | compact | cli`: runs the benchmark harness
+//! `agentlog bench heartbeats | scaling | replay | open | export | compact | cli | soak`: runs the benchmark harness
 //! (`crate::bench`) and prints its measured figures (text or `--json`).
 //! The harness refuses to report a figure it did not measure; this layer
 //! only formats.
@@ -198,6 +198,12 @@ pub fn run(ui: &Ui, dir: Option<PathBuf>, b: args::Bench) -> Result<ExitCode> {
         args::Bench::EchoServer(a) => super::bench_clients::echo_server(&a)?,
         args::Bench::Cluster(a) => super::bench_cluster::cluster(ui, &mut out, dir, a)?,
         args::Bench::ClusterHost => super::bench_cluster::host()?,
+        args::Bench::Soak(a) => {
+            let code = super::bench_soak::soak(ui, &mut out, dir, a)?;
+            out.flush()?;
+            return Ok(code);
+        }
+        args::Bench::SoakWorker => super::bench_soak::worker()?,
         args::Bench::Cli(a) if a.build_only => {
             let root = dir.ok_or_else(|| Usage("bench cli --build-only needs --dir".into()))?;
             for &n in &a.events {
@@ -303,7 +309,7 @@ fn print_heartbeats(w: &mut W, r: &HeartbeatReport) -> Result<()> {
     print_machine(w, &r.machine)
 }
 
-fn print_machine(w: &mut W, m: &MachineInfo) -> Result<()> {
+pub(super) fn print_machine(w: &mut W, m: &MachineInfo) -> Result<()> {
     writeln!(
         w,
         "machine      {} cores, {}, kernel {}, {} on {} ({})",

@@ -8,6 +8,7 @@ pub mod args;
 mod bench;
 mod bench_clients;
 mod bench_cluster;
+mod bench_soak;
 mod cmd;
 mod fast;
 mod field_flags;
