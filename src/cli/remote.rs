@@ -615,6 +615,20 @@ pub(super) fn stream(ui: &Ui, client: Client, params: Value, as_log: bool) -> Re
                     )?;
                 }
             }
+            WatchItem::Present(p) if ui.json => {
+                output::json_line(&mut out, &json!({"present": p}))?
+            }
+            WatchItem::Present(p) => {
+                for name in p["agents"].as_array().map_or(&[][..], Vec::as_slice) {
+                    writeln!(
+                        out,
+                        "{:>8}  {:<8} {}",
+                        p["lsn"].as_u64().unwrap_or(0),
+                        "present",
+                        scalar(name)
+                    )?;
+                }
+            }
             WatchItem::Error(e) if ui.json => output::json_line(&mut out, &json!({"error": e}))?,
             WatchItem::Error(e) => writeln!(
                 out,

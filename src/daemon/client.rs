@@ -243,6 +243,8 @@ pub enum WatchItem {
     /// The watch began inside a compacted range: the registry there
     /// (`rows`, as of `lsn`) to restart from; the stream goes on after it.
     Compacted(Value),
+    /// A `latest` watch's look at who is there (`lsn`, `agents`: names).
+    Present(Value),
     /// The watcher fell behind; reconnect with `from` = this LSN.
     Lagged(u64),
 }
@@ -278,6 +280,8 @@ impl Iterator for Watch {
             WatchItem::Change(c.clone())
         } else if let Some(c) = doc.get("compacted") {
             WatchItem::Compacted(c.clone())
+        } else if let Some(p) = doc.get("present") {
+            WatchItem::Present(p.clone())
         } else if let Some(l) = doc.get("lagged") {
             self.done = true;
             WatchItem::Lagged(l["resume_from"].as_u64().unwrap_or(0))

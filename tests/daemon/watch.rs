@@ -358,3 +358,35 @@ fn a_waiting_read_whose_client_left_marks_nothing_read() {
         "the mail stayed unread: {page}"
     );
 }
+
+/// The library's client reads a `latest` watch whole: its first look's
+/// `present` line is an item, and the stream goes on after it (it once
+/// ended there, "unexpected watch line").
+#[test]
+fn the_rust_client_reads_a_latest_watch_past_its_present_line() {
+    use agentlog::daemon::client::{Client, WatchItem};
+    let s = Store::new();
+    let _d = Daemon::start(&s.dir, &[]);
+    let mut c = Conn::connect(&s.dir);
+    register(&mut c, "w1");
+    let mut w = Client::connect(&s.dir)
+        .unwrap()
+        .watch(json!({"changes": true, "latest": true}))
+        .unwrap();
+    let mut present = None;
+    let mut busy = false;
+    let mut asked = false;
+    while !busy {
+        match w.next().expect("the stream goes on").unwrap() {
+            WatchItem::Present(p) => present = Some(p),
+            WatchItem::Change(ch) => busy = ch["row"]["status"] == "busy",
+            other => panic!("unexpected item {other:?}"),
+        }
+        if present.is_some() && !asked {
+            asked = true;
+            c.call(json!({"method": "status", "params": {"name": "w1", "status": "busy", "at": NOW, "clock": NOW}}));
+        }
+    }
+    let present = present.expect("a present item");
+    assert_eq!(present["agents"], json!(["w1"]), "{present}");
+}

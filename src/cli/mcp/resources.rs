@@ -240,7 +240,7 @@ impl Subscriptions {
                     }
                     self.all_changed();
                 }
-                WatchItem::Change(_) | WatchItem::Error(_) => {}
+                WatchItem::Change(_) | WatchItem::Present(_) | WatchItem::Error(_) => {}
             }
         }
         Ok(())
