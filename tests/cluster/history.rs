@@ -582,8 +582,11 @@ async fn faults_under_load_with_compactions_lose_nothing() {
          in {took:?}, h{host} now on n{moved}"
     );
     assert_ne!(moved, paused, "h{host} stayed on its paused server");
+    // Alone, 2.2–3.2 s (BENCHMARKS.md, "Failover"); with the whole cluster
+    // binary's 27 tests at once on 2 loaded cores it once took 19.3 s, so
+    // the bound here is the publish deadline's, not the stale bound.
     assert!(
-        took < Duration::from_secs(10),
+        took < Duration::from_secs(30),
         "failover from a paused server took {took:?}"
     );
     tokio::time::sleep(phase_secs(1.0)).await;
