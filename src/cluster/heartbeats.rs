@@ -244,7 +244,9 @@ pub(crate) async fn run(
         tokio::spawn(async move {
             let payload = bytes::Bytes::from(payload);
             let msg = || PublishMessage::build().payload(payload.clone());
-            let stored = match publish_retried(&js, &subject, msg, deadline).await {
+            // No resend on a reconnect: a batch has no message id, so only
+            // a timed-out attempt is retried (docs/scaling.md §5).
+            let stored = match publish_retried(&js, &subject, msg, deadline, None).await {
                 Ok(ack) => shared
                     .wait_applied(ack.sequence, deadline)
                     .await

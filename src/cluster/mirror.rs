@@ -8,6 +8,9 @@
 //! under the same lock as the store, so a validator never pairs an older
 //! state with a newer expectation. A consumer that fails (a NATS node died,
 //! a reconnect) is recreated from `applied + 1`: nothing is applied twice.
+//! Until its replacement delivers, the mirror folds by direct gets, which
+//! any replica answers without a leader (a new consumer waits for the meta
+//! leader: an election after its server died or hung; issue 27).
 //! Sequences the stream's compaction deleted are held locally by `Purged`
 //! fillers; on folding a compaction marker the mirror compacts the local
 //! log up to it before it announces the marker or folds anything after it
@@ -43,6 +46,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::bridge::{bridged, fold_direct};
 use super::subjects::FleetSubjects;
 use super::{ClusterError, ClusterResult};
 
@@ -240,7 +244,7 @@ impl Shared {
     /// Announces that everything up to `seq` is folded: `applied` moves,
     /// and the callers waiting for `seq` or less are woken (those that gave
     /// up are dropped on the way).
-    fn announce(&self, seq: Lsn) {
+    pub(super) fn announce(&self, seq: Lsn) {
         self.applied.send_replace(seq);
         let mut waiters = lock(&self.waiters);
         let mut i = 0;
@@ -389,72 +393,92 @@ async fn compact_local(shared: &Shared, seq: Lsn, payload: &[u8]) -> Result<(), 
 }
 
 /// The mirror loop: runs until the task is aborted, or a record cannot be
-/// applied (recorded in [`Shared::failure`]; commands then refuse).
+/// applied (recorded in [`Shared::failure`]; commands then refuse). While
+/// no consumer delivers (between a failure and its replacement), the mirror
+/// folds by direct gets (`bridge`).
 pub(crate) async fn run(shared: Arc<Shared>, stream: Stream) {
     let mut backoff = Duration::from_millis(50);
     loop {
         let start = shared.store.applied_lsn() + 1;
-        match consume_from(&shared, &stream, start).await {
-            Ok(()) => backoff = Duration::from_millis(50),
+        let outcome = match consume_from(&shared, &stream, start).await {
+            Ok(()) => {
+                backoff = Duration::from_millis(50);
+                Ok(())
+            }
             Err(MirrorError::Transient(e)) => {
                 tracing::warn!(start, error = %e, "mirror consumer failed; recreating");
-                tokio::time::sleep(backoff).await;
+                let wait = backoff;
                 backoff = (backoff * 2).min(Duration::from_secs(1));
+                bridged("mirror backoff", &shared, &stream, tokio::time::sleep(wait)).await
             }
-            Err(MirrorError::Fatal(e)) => {
-                tracing::error!(error = %e, "mirror stopped");
-                shared.stop(e);
-                return;
-            }
+            Err(fatal) => Err(fatal),
+        };
+        if let Err(MirrorError::Fatal(e)) = outcome {
+            tracing::error!(error = %e, "mirror stopped");
+            shared.stop(e);
+            return;
         }
     }
 }
 
-/// How long the consumer may be quiet before the mirror asks the stream
+/// How long the consumer may be quiet before the mirror asks a replica
 /// whether it is behind.
-const STALL_CHECK: Duration = Duration::from_secs(1);
+const STALL_CHECK: Duration = Duration::from_millis(500);
 
 /// Most messages folded between two announcements: those the consumer
 /// already holds, so a waiter is never kept for a message not yet here.
 const FOLD_BATCH: usize = 32;
 
-enum MirrorError {
+/// Why the consumer loop ended: a transient failure (the consumer is
+/// recreated, bridged meanwhile) or a fatal one (the mirror stops).
+pub(super) enum MirrorError {
     Transient(String),
     Fatal(String),
 }
 
 async fn consume_from(shared: &Shared, stream: &Stream, start: Lsn) -> Result<(), MirrorError> {
     let transient = |e: &dyn std::fmt::Display| MirrorError::Transient(e.to_string());
-    let consumer = stream
-        .create_consumer(pull::OrderedConfig {
-            deliver_policy: DeliverPolicy::ByStartSequence {
-                start_sequence: start,
-            },
-            ..Default::default()
+    let mut creating = {
+        let stream = stream.clone();
+        tokio::spawn(async move {
+            let consumer = stream
+                .create_consumer(pull::OrderedConfig {
+                    deliver_policy: DeliverPolicy::ByStartSequence {
+                        start_sequence: start,
+                    },
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            consumer.messages().await.map_err(|e| e.to_string())
         })
-        .await
-        .map_err(|e| transient(&e))?;
-    let mut messages = consumer.messages().await.map_err(|e| transient(&e))?;
+    };
+    let created = match bridged("mirror consumer created", shared, stream, &mut creating).await {
+        Ok(created) => created,
+        Err(fatal) => {
+            creating.abort();
+            return Err(fatal);
+        }
+    };
+    let mut messages = created
+        .map_err(|e| transient(&e))?
+        .map_err(|e| MirrorError::Transient(format!("create consumer from {start}: {e}")))?;
     loop {
         let msg = match tokio::time::timeout(STALL_CHECK, messages.next()).await {
             Ok(Some(msg)) => msg.map_err(|e| transient(&e))?,
             Ok(None) => return Ok(()),
             Err(_) => {
-                // Quiet for a while: fine if the stream has nothing newer;
-                // otherwise the consumer is stuck (its server died and the
-                // client has not noticed yet), so recreate it.
-                let applied = shared.store.applied_lsn();
-                let mut s = stream.clone();
-                match tokio::time::timeout(STALL_CHECK, s.info()).await {
-                    Ok(Ok(info)) if info.state.last_sequence <= applied => continue,
-                    Ok(Ok(info)) => {
+                // Quiet for a while: fine if no replica holds anything
+                // newer; otherwise the consumer is stuck (its server died
+                // or hangs, the client moved), so fold what a replica
+                // holds and recreate it.
+                match fold_direct(shared, stream).await? {
+                    0 => continue,
+                    n => {
                         return Err(MirrorError::Transient(format!(
-                            "consumer stalled at sequence {applied}, stream at {}",
-                            info.state.last_sequence
+                            "consumer stalled: a replica held {n} more messages"
                         )))
                     }
-                    Ok(Err(e)) => return Err(transient(&e)),
-                    Err(_) => return Err(MirrorError::Transient("stream info timed out".into())),
                 }
             }
         };
@@ -467,7 +491,20 @@ async fn consume_from(shared: &Shared, stream: &Stream, start: Lsn) -> Result<()
             let Some(msg) = next.take() else {
                 break Ok(());
             };
-            if let Err(e) = fold(shared, stream, &msg, &mut last).await {
+            let seq = match msg.info() {
+                Ok(info) => info.stream_sequence,
+                Err(e) => break Err(transient(&e)),
+            };
+            if let Err(e) = fold(
+                shared,
+                stream,
+                seq,
+                msg.subject.as_str(),
+                &msg.payload,
+                &mut last,
+            )
+            .await
+            {
                 break Err(e);
             }
             folded += 1;
@@ -493,39 +530,37 @@ async fn consume_from(shared: &Shared, stream: &Stream, start: Lsn) -> Result<()
 /// Folds one message; `last` is the highest sequence folded and not yet
 /// announced. A compaction marker is announced only once the local log is
 /// compacted up to it (what precedes it is announced first).
-async fn fold(
+pub(super) async fn fold(
     shared: &Shared,
     stream: &Stream,
-    msg: &async_nats::jetstream::Message,
+    seq: Lsn,
+    subject: &str,
+    payload: &Bytes,
     last: &mut Option<Lsn>,
 ) -> Result<(), MirrorError> {
-    let seq = msg
-        .info()
-        .map_err(|e| MirrorError::Transient(e.to_string()))?
-        .stream_sequence;
     if seq <= shared.store.applied_lsn() {
-        return Ok(()); // redelivered after a consumer reset
+        return Ok(()); // redelivered after a consumer reset, or bridged
     }
     let fatal = |e: &dyn std::fmt::Display| {
         MirrorError::Fatal(format!(
             "stream {} sequence {seq} (subject {}): {e}",
             stream.cached_info().config.name,
-            msg.subject
+            subject
         ))
     };
-    let marker = is_tag(&msg.payload, tag::STREAM_COMPACTED);
+    let marker = is_tag(payload, tag::STREAM_COMPACTED);
     if marker {
         if let Some(before) = last.take() {
             shared.announce(before);
         }
     }
-    match shared.apply(seq, msg.subject.as_str(), &msg.payload) {
+    match shared.apply(seq, subject, payload) {
         Ok(()) => {}
         // The record itself is the problem, on every host alike: refused,
         // and the mirror goes on (see the module docs).
         Err(StoreError::Decode { source, .. }) => {
             shared
-                .refuse(seq, msg.subject.as_str(), &msg.payload, source.to_string())
+                .refuse(seq, subject, payload, source.to_string())
                 .map_err(|e| fatal(&e))?;
             *last = Some(seq);
             return Ok(());
@@ -533,7 +568,7 @@ async fn fold(
         Err(e) => return Err(fatal(&e)),
     }
     if marker {
-        compact_local(shared, seq, &msg.payload)
+        compact_local(shared, seq, payload)
             .await
             .map_err(|e| fatal(&e))?;
         shared.announce(seq);

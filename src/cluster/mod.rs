@@ -23,7 +23,9 @@
 //! * compaction runs on the stream, one host at a time, behind a marker
 //!   whose fold removes what it deletes (`compact`).
 
+mod bridge;
 mod compact;
+mod connect;
 mod heartbeats;
 mod lease;
 mod liveness;
@@ -205,7 +207,8 @@ impl ClusterOptions {
 }
 
 /// How often the client pings its server; three unanswered pings and it
-/// moves to another server (failover from a hung server, issue 27).
+/// moves to another server (failover from a hung server, issue 27;
+/// `connect`).
 pub const PING_EVERY: Duration = Duration::from_millis(500);
 /// How long one connection attempt may take (a paused server accepts the
 /// TCP connection and never says hello).
@@ -223,6 +226,9 @@ pub struct ClusterNode {
     shared: Arc<mirror::Shared>,
     opts: ClusterOptions,
     client: async_nats::Client,
+    /// Counts the client's connections: a publish waiting for an ack from
+    /// a server the client left is resent on the new one (`connect`).
+    reconnects: connect::Reconnects,
     js: jetstream::Context,
     heartbeats: Arc<heartbeats::Batcher>,
     stream: stream::Stream,
@@ -276,15 +282,10 @@ impl ClusterNode {
     /// where its local log ends; nothing is refolded).
     pub async fn start(store: Store, opts: ClusterOptions) -> ClusterResult<ClusterNode> {
         let subjects = FleetSubjects::new(&opts.fleet).map_err(|e| nats_err("options", e))?;
-        // A server that stops answering (paused, hung) keeps its TCP
-        // connection open: only unanswered pings reveal it. Three missed
-        // pings, then a reconnect to another server (connection attempts
-        // bounded too), fit in the stale bound (docs/scaling.md §8).
-        let client = async_nats::ConnectOptions::new()
-            .retry_on_initial_connect()
-            .ping_interval(PING_EVERY)
-            .connection_timeout(CONNECT_TIMEOUT)
-            .connect(opts.servers.clone())
+        // Pings, bounded connection attempts, a reconnect that leaves the
+        // server it left for another first (`connect`): within the stale
+        // bound (docs/scaling.md §8).
+        let (client, reconnects) = connect::connect(&opts.servers)
             .await
             .map_err(|e| nats_err(format!("connect to {}", opts.servers.join(",")), e))?;
         // An ack not back within this is retried (same message id: stored
@@ -312,6 +313,7 @@ impl ClusterNode {
             shared,
             opts,
             client,
+            reconnects,
             js,
             heartbeats,
             stream,
@@ -342,6 +344,11 @@ impl ClusterNode {
     /// reads are served from the mirror either way).
     pub fn connected(&self) -> bool {
         self.client.connection_state() == async_nats::connection::State::Connected
+    }
+    /// The name of the NATS server the client is on (or was on last):
+    /// where a failover moved it.
+    pub fn server_name(&self) -> String {
+        self.client.server_info().server_name
     }
     /// Whether this host reached a quorum of the stream lately
     /// (docs/scaling.md §8): reads from a stale replica may be behind.
@@ -429,7 +436,14 @@ impl ClusterNode {
         msg: PublishMessage,
     ) -> Result<jetstream::publish::PublishAck, PublishError> {
         let subject = Subject::from(subject);
-        publish_retried(&self.js, &subject, || msg.clone(), self.opts.deadline).await
+        publish_retried(
+            &self.js,
+            &subject,
+            || msg.clone(),
+            self.opts.deadline,
+            Some(&self.reconnects),
+        )
+        .await
     }
 
     /// Publishes one event's encoded `payload`, with `origin` appended,
@@ -459,7 +473,14 @@ impl ClusterNode {
                 None => m,
             }
         };
-        publish_retried(&self.js, subject, msg, self.opts.deadline).await
+        publish_retried(
+            &self.js,
+            subject,
+            msg,
+            self.opts.deadline,
+            Some(&self.reconnects),
+        )
+        .await
     }
 
     /// Validates with `check` against the folded state and publishes the

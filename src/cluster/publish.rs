@@ -13,6 +13,7 @@ use async_nats::jetstream::{self, message::PublishMessage};
 use async_nats::Subject;
 use std::time::{Duration, Instant};
 
+use super::connect::Reconnects;
 use super::ClusterError;
 use crate::registry::codec;
 
@@ -47,22 +48,68 @@ pub(crate) fn check_publishable(
 /// Publishes the message `msg` builds and waits for the stream's ack,
 /// retrying through leader changes and reconnects (each attempt built
 /// alike: same message id, so stored once) until `deadline`. "Wrong last
-/// sequence" is returned at once.
+/// sequence" is returned at once. With `reconnects`, an attempt still
+/// waiting when the client reaches a server again is resent there at once
+/// (its ack would have come from the server the client left), not after
+/// its timeout.
 pub(crate) async fn publish_retried(
     js: &jetstream::Context,
     subject: &Subject,
     msg: impl Fn() -> PublishMessage,
     deadline: Duration,
+    reconnects: Option<&Reconnects>,
 ) -> Result<jetstream::publish::PublishAck, PublishError> {
     let started = Instant::now();
     let mut backoff = Duration::from_millis(20);
+    let mut attempts = 0;
+    let mut reconnected = reconnects.cloned();
     loop {
-        let attempt = match js.send_publish(subject.clone(), msg()).await {
-            Ok(ack) => ack.await,
-            Err(e) => Err(e),
+        attempts += 1;
+        if let Some(r) = reconnected.as_mut() {
+            r.borrow_and_update();
+        }
+        let attempt = async {
+            match js.send_publish(subject.clone(), msg()).await {
+                Ok(ack) => ack.await,
+                Err(e) => Err(e),
+            }
+        };
+        let moved = async {
+            let changed = match reconnected.as_mut() {
+                Some(r) => r.changed().await.is_ok(),
+                None => false,
+            };
+            if !changed {
+                // Not asked, or the node is closing: wait for the ack.
+                std::future::pending::<()>().await
+            }
+        };
+        let attempt = tokio::select! {
+            attempt = attempt => attempt,
+            () = moved => {
+                if started.elapsed() < deadline {
+                    tracing::debug!(
+                        subject = subject.as_str(),
+                        after = ?started.elapsed(),
+                        "publish resent after a reconnect"
+                    );
+                    continue;
+                }
+                Err(PublishError::new(PublishErrorKind::TimedOut))
+            }
         };
         match attempt {
-            Ok(ack) => return Ok(ack),
+            Ok(ack) => {
+                if attempts > 1 {
+                    tracing::info!(
+                        subject = subject.as_str(),
+                        attempts,
+                        after = ?started.elapsed(),
+                        "publish stored after retries"
+                    );
+                }
+                return Ok(ack);
+            }
             Err(e) => {
                 let retry = matches!(
                     e.kind(),
@@ -75,7 +122,12 @@ pub(crate) async fn publish_retried(
                 if !retry || started.elapsed() >= deadline {
                     return Err(e);
                 }
-                tracing::debug!(subject = subject.as_str(), error = %e, "publish retried");
+                tracing::debug!(
+                    subject = subject.as_str(),
+                    error = %e,
+                    after = ?started.elapsed(),
+                    "publish retried"
+                );
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_millis(500));
             }

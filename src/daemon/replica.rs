@@ -121,6 +121,7 @@ impl Replica {
             "resumed_at": self.resumed_at,
             "applied": self.node.applied(),
             "connected": self.node.connected(),
+            "nats_server": self.node.server_name(),
             "stale": contact.is_stale(),
             "stale_since": contact.stale_since.map(Timestamp::to_rfc3339_millis),
             "last_contact": contact.last_contact.to_rfc3339_millis(),

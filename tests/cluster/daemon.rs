@@ -44,9 +44,26 @@ impl Host {
         h
     }
 
-    fn restart(&mut self) {
+    /// Starts the daemon again on the host's directory (from the test's
+    /// own thread: the daemon dies with the thread that started it).
+    pub(super) fn restart(&mut self) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
         self.daemon = Some(Daemon::start(&self.store.dir, &args));
+    }
+
+    /// SIGKILLs the daemon (no snapshot, its socket file left behind).
+    pub(super) fn kill(&mut self) {
+        self.daemon.take().expect("the host's daemon runs").kill();
+    }
+
+    /// Stops the daemon with SIGTERM; its exit status and stderr.
+    pub(super) fn stop(&mut self) -> (std::process::ExitStatus, String) {
+        self.daemon.take().expect("the host's daemon runs").stop()
+    }
+
+    /// Sends `sig` to the daemon (SIGSTOP, SIGCONT).
+    pub(super) fn signal(&self, sig: rustix::process::Signal) {
+        self.daemon().signal(sig);
     }
 
     pub(super) fn dir(&self) -> &Path {

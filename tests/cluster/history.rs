@@ -11,14 +11,18 @@
 //! * no host stopped: no mirror failed or refused a record;
 //! * no agent unwritable: every host then changes every agent's status.
 //!
-//! Runs: faults under load with concurrent compactions (the stream leader
-//! SIGKILLed, a server SIGSTOPped, a host restarted without closing), 9
+//! Runs: faults under load with concurrent compactions (a server
+//! SIGSTOPped, the stream leader SIGKILLed, a real daemon process SIGKILLed
+//! and restarted, and SIGSTOPped past the stale bound: `daemon_host`), 9
 //! writers contending for one agent through three hosts, and posts past the
 //! message cap by 10 posters. Each run is short for the suite;
 //! `AGENTLOG_HISTORY_SECS` lengthens the load phases for the benchmark
 //! (BENCHMARKS.md, "Replicated mode under faults"), which prints the
 //! failover and compaction figures.
 
+mod daemon_host;
+
+use crate::cluster::daemon::Host;
 use crate::support::cluster::*;
 use agentlog::cluster::ClusterNode;
 use agentlog::compact::CompactOptions;
@@ -195,8 +199,16 @@ async fn check(what: &str, history: &History, hosts: &[&ClusterNode], agents: &[
             .unwrap_or_else(|e| panic!("{what}: host {i} cannot write {a} after the run: {e}"));
         }
     }
-    let failed = ops.len() - acked;
-    eprintln!("{what}: {acked} acknowledged, {failed} failed, 0 lost, 0 duplicated, logs identical on {} hosts", hosts.len());
+    let failed: Vec<&str> = ops
+        .iter()
+        .filter_map(|o| o.outcome.as_ref().err().map(String::as_str))
+        .collect();
+    eprintln!(
+        "{what}: {acked} acknowledged, {} failed {:?}, 0 lost, 0 duplicated, logs identical on {} hosts",
+        failed.len(),
+        &failed[..failed.len().min(5)],
+        hosts.len()
+    );
 }
 
 fn reg(name: &str) -> Registration {
@@ -457,42 +469,82 @@ fn signal(pid: u32, sig: i32) {
     assert_eq!(r, 0, "kill({pid}, {sig})");
 }
 
+/// Logs the in-process hosts' NATS connection events, mirror bridging and
+/// publish retries to stderr with `AGENTLOG_LOG` (e.g.
+/// `agentlog=debug,async_nats=info`): where a failover's time goes.
+fn trace_from_env() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("AGENTLOG_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
+/// The fault run: hosts h0 and h1 in this process, h2 a real `agentlog
+/// serve --nats` daemon; 6 writers (2 per host) and a compaction loop
+/// through h1 run throughout, while, in turn: the NATS server the daemon is
+/// on is SIGSTOPped (another host's if that one leads the stream), the
+/// stream's leader is SIGKILLed and restarted, the daemon is SIGKILLed and
+/// restarted on its directory, and the daemon is SIGSTOPped for 5 s (past
+/// the stale bound) and SIGCONTed. Then the whole history is judged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_under_load_with_compactions_lose_nothing() {
+    trace_from_env();
     let mut nats = NatsCluster::start(3);
     nats.wait_ready("faults").await;
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    // Each host starts on its own server and knows the others.
-    let servers: Vec<Vec<String>> = (0..3)
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    // Each in-process host starts on its own server and knows the others.
+    let servers: Vec<Vec<String>> = (0..2)
         .map(|i| (0..3).map(|k| nats.url((i + k) % 3)).collect())
         .collect();
     let mut hs = hosts(&dirs, &servers, "faults", 200).await;
+    // From the test's own thread: the daemon dies with it.
+    let mut daemon = Host::start(&nats, "faults", "h2", &[]);
     let history = Arc::new(History::default());
     let agents: Vec<String> = (0..6).map(|w| format!("w{w}")).collect();
     for a in &agents {
         hs[0].register(reg(a), Some(history.at())).await.unwrap();
     }
-    converge(&hs.iter().map(|h| h.as_ref()).collect::<Vec<_>>()).await;
+    let last = converge(&hs.iter().map(|h| h.as_ref()).collect::<Vec<_>>()).await;
+    daemon_host::wait_applied(&daemon, last, "the daemon to fold the registrations");
 
-    // One stop flag per host (a host's writers stop with it), one for the
-    // compactor.
+    // Writer `w` writes agent `w` through host `w % 3` (h2: the daemon);
+    // one stop flag per host, one for the compactor.
     let stops: Vec<Arc<AtomicBool>> = (0..3).map(|_| Arc::new(AtomicBool::new(false))).collect();
     let stop_compactor = Arc::new(AtomicBool::new(false));
-    let spawn_writers = |hs: &[Arc<ClusterNode>], host: usize| {
-        let mut tasks = Vec::new();
-        for (w, a) in agents.iter().enumerate().filter(|(w, _)| w % 3 == host) {
-            tasks.push(tokio::spawn(writer(
-                hs[host].clone(),
-                format!("c{w}-{}", history.clock.load(Ordering::Relaxed)),
+    let pace = Duration::from_millis(5);
+    let mut tasks = Vec::new();
+    let mut threads = Vec::new();
+    for (w, a) in agents.iter().enumerate() {
+        let client = format!("c{w}");
+        if w % 3 == 2 {
+            threads.push(daemon_host::spawn_writer(
+                daemon.dir(),
+                client,
                 a.clone(),
                 history.clone(),
-                stops[host].clone(),
-                Duration::from_millis(5),
+                stops[2].clone(),
+                pace,
+            ));
+        } else {
+            tasks.push(tokio::spawn(writer(
+                hs[w % 3].clone(),
+                client,
+                a.clone(),
+                history.clone(),
+                stops[w % 3].clone(),
+                pace,
             )));
         }
-        tasks
-    };
-    let mut tasks: Vec<Vec<_>> = (0..3).map(|h| spawn_writers(&hs, h)).collect();
+    }
+    let on_daemon: Vec<String> = agents.iter().skip(2).step_by(3).cloned().collect();
+    let elsewhere: Vec<String> = agents
+        .iter()
+        .enumerate()
+        .filter(|(w, _)| w % 3 != 2)
+        .map(|(_, a)| a.clone())
+        .collect();
     let compactor = tokio::spawn(churn_and_compact(
         hs[1].clone(),
         history.clone(),
@@ -500,30 +552,39 @@ async fn faults_under_load_with_compactions_lose_nothing() {
     ));
     progress(&history, &agents, 20, "warm-up").await;
 
-    // 1. A server SIGSTOPped: one a host is connected to, and not the
-    //    stream's leader if a host is off it (a paused leader adds an
-    //    election), so this measures the host's failover to another server.
+    // 1. A NATS server SIGSTOPped: the daemon's, unless it leads the
+    //    stream (a paused leader adds the stream's election), then an
+    //    in-process host's that does not: this measures a host's failover
+    //    to another server. Writes must resume within the stale bound, but
+    //    for what NATS's own elections take (docs/scaling.md §8).
     let l = leader(&hs[0]).await;
-    let on: Vec<usize> = hs.iter().map(|h| connected_server(h)).collect();
-    let host = (0..3).find(|&h| on[h] != l).unwrap_or(0);
+    let on = [
+        connected_server(&hs[0]),
+        connected_server(&hs[1]),
+        daemon_host::nats_server(&daemon),
+    ];
+    let host = [2, 0, 1].into_iter().find(|&h| on[h] != l).unwrap_or(2);
     let paused = on[host];
     let pid = nats.pids()[paused];
     signal(pid, libc::SIGSTOP);
     let took = progress(&history, &agents, 10, "server pause").await;
-    let moved = connected_server(&hs[host]);
-    let election = if paused == l {
+    let moved = match host {
+        2 => daemon_host::nats_server(&daemon),
+        h => connected_server(&hs[h]),
+    };
+    let meta = if paused == l {
         ", the stream's leader"
     } else {
         ""
     };
     eprintln!(
-        "fault server-pause (n{paused}{election}, host h{host}'s server): every writer resumed \
+        "fault server-pause (n{paused}{meta}, host h{host}'s server): every writer resumed \
          in {took:?}, h{host} now on n{moved}"
     );
     assert_ne!(moved, paused, "h{host} stayed on its paused server");
-    // Not the 3 s stale bound: a paused server may be the meta leader,
-    // and the mirror's consumer is recreated only after its election
-    // (BENCHMARKS.md, "Replicated mode under faults").
+    // Alone, 2.2–3.2 s (BENCHMARKS.md, "Failover"); with the whole cluster
+    // binary's 27 tests at once on 2 loaded cores it once took 19.3 s, so
+    // the bound here is the publish deadline's, not the stale bound.
     assert!(
         took < Duration::from_secs(30),
         "failover from a paused server took {took:?}"
@@ -540,41 +601,60 @@ async fn faults_under_load_with_compactions_lose_nothing() {
     nats.restart(l);
     wait_stream_healthy(hs[0].jetstream(), "faults").await;
 
-    // 3. A host dropped without closing (as killed: its tasks aborted, no
-    //    snapshot), then restarted on its directory.
-    let victim = 2;
-    stops[victim].store(true, Ordering::Relaxed);
-    for t in tasks[victim].drain(..) {
-        t.await.unwrap();
-    }
-    let keeper = hs[0].clone();
-    let old = std::mem::replace(&mut hs[victim], keeper);
-    drop(Arc::into_inner(old).expect("the victim's writers ended"));
+    // 3. The daemon SIGKILLed under its writers (they reconnect while it
+    //    is down), then restarted on its directory.
+    daemon.kill();
+    let down = phase_secs(0.5);
+    let before = history.acked();
+    tokio::time::sleep(down).await;
     let restarted = Instant::now();
-    hs[victim] = Arc::new(
-        host_at(
-            dirs[victim].path(),
-            servers[victim].clone(),
-            "faults",
-            "h2",
-            200,
-        )
-        .await,
-    );
-    stops[victim].store(false, Ordering::Relaxed);
-    tasks[victim] = spawn_writers(&hs, victim);
-    let took = progress(&history, &agents, 10, "host restart").await;
+    daemon.restart();
+    let took = progress(&history, &on_daemon, 10, "daemon restart").await;
     eprintln!(
-        "fault host-restart (h{victim}): every writer resumed {:?} after the restart began",
-        restarted.elapsed().max(took)
+        "fault daemon-kill (h2, down {down:?}, {} writes acknowledged meanwhile): its writers \
+         resumed {:?} after the restart began (the restart took {:?})",
+        history.acked() - before,
+        restarted.elapsed().max(took),
+        restarted.elapsed() - took
+    );
+
+    // 4. The daemon SIGSTOPped past the stale bound: the other hosts go on
+    //    meanwhile; after SIGCONT its writers resume and it catches up.
+    let applied = daemon_host::replica(&daemon)["applied"].as_u64().unwrap();
+    daemon.signal(rustix::process::Signal::STOP);
+    let paused_at = Instant::now();
+    let others = progress(
+        &history,
+        &elsewhere,
+        10,
+        "the others during the daemon's pause",
+    )
+    .await;
+    let pause = Duration::from_secs(5);
+    tokio::time::sleep(pause.saturating_sub(paused_at.elapsed())).await;
+    let target = hs[0].stream_last_sequence().await.unwrap();
+    let behind = target.saturating_sub(applied);
+    daemon.signal(rustix::process::Signal::CONT);
+    let resumed = Instant::now();
+    daemon_host::wait_applied(&daemon, target, "the daemon to catch up after its pause");
+    let caught_up = resumed.elapsed();
+    let took = progress(&history, &on_daemon, 10, "daemon pause").await;
+    eprintln!(
+        "fault daemon-pause (h2, SIGSTOPped {pause:?}): the other writers went on \
+         ({others:?} to 10 writes each); after SIGCONT it folded the {behind} sequences it \
+         lacked in {caught_up:?}, its writers resumed {:?} after SIGCONT",
+        took + caught_up
     );
 
     tokio::time::sleep(phase_secs(1.0)).await;
     for s in stops.iter().chain([&stop_compactor]) {
         s.store(true, Ordering::Relaxed);
     }
-    for t in tasks.into_iter().flatten() {
+    for t in tasks {
         t.await.unwrap();
+    }
+    for t in threads {
+        t.join().unwrap();
     }
     let c = compactor.await.unwrap();
     let times: Vec<u128> = c.ok.iter().map(|d| d.as_millis()).collect();
@@ -590,6 +670,17 @@ async fn faults_under_load_with_compactions_lose_nothing() {
         "a compaction lost to the load: {:?}",
         c.failed
     );
+    // The daemon: unstale, nothing refused, every agent writable; then it
+    // stops and its directory is judged with the others' (the log it
+    // wrote, reopened in this process).
+    daemon_host::judge(&daemon, &history, &agents);
+    let (status, stderr) = daemon.stop();
+    assert!(status.success(), "the daemon's exit: {status}: {stderr}");
+    if !stderr.is_empty() {
+        eprintln!("the daemon's log:\n{stderr}");
+    }
+    let reopened = host_at(daemon.dir(), nats.urls(), "faults", "h2", 200).await;
+    hs.push(Arc::new(reopened));
     let refs: Vec<&ClusterNode> = hs.iter().map(|h| h.as_ref()).collect();
     check("faults", &history, &refs, &agents).await;
     drop(refs);

@@ -97,14 +97,36 @@ impl Daemon {
     /// leaves none behind: start it from the test's own thread.
     pub fn start(dir: &Path, args: &[&str]) -> Daemon {
         let quiet = (!args.contains(&"--sweep-every")).then_some(["--sweep-every", "0"]);
-        let child = agentlog::internals::die_with_spawning_thread(&mut bin())
+        let mut cmd = bin();
+        // `AGENTLOG_DAEMON_LOG=FILTER`: the daemon logs at FILTER to a file
+        // in the temporary directory (named on stderr), not to a pipe that
+        // a chatty daemon would fill and block on.
+        let stderr = match std::env::var("AGENTLOG_DAEMON_LOG") {
+            Ok(filter) => {
+                let path = std::env::temp_dir().join(format!(
+                    "agentlog-daemon-{}-{}.log",
+                    std::process::id(),
+                    dir.display().to_string().replace('/', "_")
+                ));
+                eprintln!("daemon log: {}", path.display());
+                cmd.env("AGENTLOG_LOG", filter);
+                let f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&path)
+                    .expect("daemon log file");
+                Stdio::from(f)
+            }
+            Err(_) => Stdio::piped(),
+        };
+        let child = agentlog::internals::die_with_spawning_thread(&mut cmd)
             .arg("--dir")
             .arg(dir)
             .arg("serve")
             .args(quiet.into_iter().flatten())
             .args(args)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("spawn agentlog serve");
         let mut d = Daemon {
@@ -114,11 +136,9 @@ impl Daemon {
         eventually("the daemon to answer", || {
             if let Some(status) = d.child.as_mut().unwrap().try_wait().unwrap() {
                 let mut err = String::new();
-                std::io::Read::read_to_string(
-                    d.child.as_mut().unwrap().stderr.as_mut().unwrap(),
-                    &mut err,
-                )
-                .unwrap();
+                if let Some(e) = d.child.as_mut().unwrap().stderr.as_mut() {
+                    std::io::Read::read_to_string(e, &mut err).unwrap();
+                }
                 panic!("daemon exited early ({status}): {err}");
             }
             let mut c = Conn::try_connect(dir)?;
