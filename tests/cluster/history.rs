@@ -429,8 +429,11 @@ async fn progress(history: &History, agents: &[String], more: usize, what: &str)
         if now.iter().zip(&from).all(|(n, f)| *n >= f + more) {
             return started.elapsed();
         }
+        // A bound on being stuck, not a latency target: after a daemon's
+        // 5 s pause its writers came back 7.7-49.5 s after SIGCONT on the
+        // loaded 2-core box (BENCHMARKS.md, "Failover"), cause not traced.
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < Duration::from_secs(120),
             "{what}: writers did not all resume: {now:?} from {from:?}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
