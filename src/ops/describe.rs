@@ -206,14 +206,8 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
             source,
             change,
         } => {
-            why = Some(format!(
-                "by {}",
-                agentlog::registry::ExternalChange::actor(source)
-            ));
-            let subject = match viewer {
-                Some(_) => String::new(),
-                None => format!(" `{agent}`"),
-            };
+            let subject;
+            (why, subject) = external(source, agent, viewer);
             match change {
                 agentlog::registry::ExternalChange::Registered(a) => format!(
                     "registered{subject} provider={} status={}",
@@ -233,14 +227,8 @@ pub fn describe(kind: &EventKind, lsn: Lsn, viewer: Option<&str>) -> Description
             source,
             changes,
         } => {
-            why = Some(format!(
-                "by {}",
-                agentlog::registry::ExternalChange::actor(source)
-            ));
-            let subject = match viewer {
-                Some(_) => String::new(),
-                None => format!(" `{agent}`"),
-            };
+            let subject;
+            (why, subject) = external(source, agent, viewer);
             let shown: Vec<String> = changes
                 .iter()
                 .map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or("(unset)")))
@@ -302,6 +290,17 @@ fn clip(s: &str, max: usize) -> String {
         t.push('…');
         t
     }
+}
+
+/// The actor of another writer's change ("by external writer (…)") and the
+/// agent named in its line (none in the agent's own audit).
+fn external(source: &str, agent: &str, viewer: Option<&str>) -> (Option<String>, String) {
+    let why = format!("by {}", agentlog::registry::ExternalChange::actor(source));
+    let subject = match viewer {
+        Some(_) => String::new(),
+        None => format!(" `{agent}`"),
+    };
+    (Some(why), subject)
 }
 
 #[cfg(test)]
