@@ -544,6 +544,7 @@ fn hello(shared: &Shared, peer: &Peer, writer: bool) -> Value {
         "http": shared.http_addr.map(|a| a.to_string()),
         "reads_waiting": shared.waiting_reads.load(Ordering::Relaxed),
         "compaction_rounds": shared.compaction_rounds.load(Ordering::Relaxed),
+        "publish_rounds": shared.publish_rounds.load(Ordering::Relaxed),
         "replica": shared.replica.as_ref().map(|r| r.describe()),
     })
 }

@@ -63,6 +63,9 @@ pub(crate) struct Shared {
     pub waiting_reads: AtomicUsize,
     /// Auto-compaction checks finished (reported by `hello`).
     pub compaction_rounds: AtomicU64,
+    /// Periodic publish checks finished (reported by `hello`): a check
+    /// that begins after a write has published it when it ends.
+    pub publish_rounds: AtomicU64,
     /// The replicated mode's node and lease (`serve --nats`).
     pub replica: Option<Arc<Replica>>,
 }
@@ -303,6 +306,7 @@ async fn run(
         http_addr,
         waiting_reads: AtomicUsize::new(0),
         compaction_rounds: AtomicU64::new(0),
+        publish_rounds: AtomicU64::new(0),
         replica,
     });
     first_publish(&shared).await;
@@ -568,6 +572,7 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
                     Err(e) => tracing::warn!("publishing registry.json failed: {e}"),
                 }
             }
+            s.publish_rounds.fetch_add(1, Ordering::Relaxed);
         }));
     }
     if let Some(p) = shared.opts.compact_every {

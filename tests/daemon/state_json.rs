@@ -10,7 +10,7 @@
 //! writer does (the only upstream writer of these files): exclusive `flock`
 //! on `<state.json>.lock`, `.state.json.tmp.<pid>`, fsync, rename.
 
-use crate::support::daemon::{eventually, Daemon, Store};
+use crate::support::daemon::{eventually, Conn, Daemon, Store};
 use serde_json::{json, Value};
 use std::fs::File;
 use std::io::Write;
@@ -42,6 +42,22 @@ fn foreign_write(path: &Path, bytes: &[u8]) {
     f.sync_all().unwrap();
     std::fs::rename(&tmp, path).unwrap();
     drop(lock);
+}
+
+/// Waits until a whole periodic publish check has begun and ended after
+/// this call: every write answered before it is then published.
+fn one_whole_publish(store: &Store) {
+    let rounds = || {
+        let mut c = Conn::connect(&store.dir);
+        c.call(json!({"id": 0, "method": "hello"}))["result"]["publish_rounds"]
+            .as_u64()
+            .expect("hello reports publish_rounds")
+    };
+    let from = rounds();
+    // The check running now may have begun before the write: two more.
+    eventually("two more publish checks", || {
+        (rounds() >= from + 2).then_some(())
+    });
 }
 
 fn show(store: &Store, name: &str) -> Value {
@@ -234,7 +250,7 @@ fn a_foreign_state_json_write_becomes_events_shown_with_the_actor_and_is_written
     // published unchanged.
     let d = Daemon::start(&store.dir, &["--publish-every-ms", "100"]);
     store.ok(&["heartbeat", "rev"]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    one_whole_publish(&store);
     assert_eq!(read_json(&path).unwrap(), theirs);
     let (status, stderr) = d.stop();
     assert!(status.success(), "{status}: {stderr}");
@@ -346,7 +362,7 @@ fn a_malformed_state_json_is_left_as_it_is_with_one_warning_naming_it() {
     eventually("n busy", || {
         (read_json(&good)?["status"] == "busy").then_some(())
     });
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    one_whole_publish(&store);
     assert_eq!(std::fs::read(&bad).unwrap(), garbage);
     let reg = read_json(&store.dir.join("registry.json")).unwrap();
     assert_eq!(reg["agents"][0]["status"], "busy");

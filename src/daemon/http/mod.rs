@@ -472,6 +472,7 @@ mod tests {
             http_addr: None,
             waiting_reads: AtomicUsize::new(0),
             compaction_rounds: std::sync::atomic::AtomicU64::new(0),
+            publish_rounds: std::sync::atomic::AtomicU64::new(0),
             replica: None,
         });
         let prometheus = metrics_exporter_prometheus::PrometheusBuilder::new()
