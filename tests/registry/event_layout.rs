@@ -2,7 +2,7 @@
 //! FORMAT.md's tag table (bincode 2 `standard()`: varints, zigzag `i64`,
 //! `Option` as 0 / 1 + value), independently of the structs' declarations:
 //! `Registration`, `Agent` and `FieldUpdates` come from the field lists in
-//! `src/model/fields.rs`, and a reordered list would change logs already
+//! `crates/core/src/model/fields.rs`, and a reordered list would change logs already
 //! written. Every field is set, each to its own value, so a swap shows.
 
 use agentlog::model::{Agent, HostMode, Status, StatusCause};

@@ -394,7 +394,7 @@ mod tests {
 
     fn fixture(name: &str) -> Vec<u8> {
         let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/state")
+            .join("../../fixtures/state")
             .join(name);
         std::fs::read(p).unwrap()
     }

@@ -353,7 +353,7 @@ fn read_refused(dir: &std::path::Path) -> Result<Vec<RefusedRecord>, StoreError>
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(crate::LogError::io(&path, e).into()),
+        Err(e) => return Err(agentlog_core::LogError::io(&path, e).into()),
     };
     text.lines()
         .enumerate()

@@ -39,7 +39,8 @@ impl Store {
     /// drops the records of what the state no longer holds, the `Purged`
     /// fillers, and collapses heartbeat runs, so the fold of the compacted
     /// log is the state the marker left.
-    pub(crate) fn compact_mirrored(
+    #[doc(hidden)] // the server crate's cluster mirror only
+    pub fn compact_mirrored(
         &self,
         lsn: crate::registry::Lsn,
         now: Timestamp,

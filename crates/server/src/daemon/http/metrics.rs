@@ -184,7 +184,7 @@ pub(crate) fn render(handle: &PrometheusHandle, shared: &Shared) -> ServeResult<
 /// Age of the newest snapshot file, from its modification time.
 fn snapshot_age(store: &crate::store::Store) -> ServeResult<Option<Duration>> {
     let dir = store.snapshot_dir();
-    let Some(newest) = crate::snapshot::list(&dir)?.pop() else {
+    let Some(newest) = agentlog_core::support::list_snapshots(&dir)?.pop() else {
         return Ok(None);
     };
     let modified = match std::fs::metadata(&newest.path).and_then(|m| m.modified()) {

@@ -54,7 +54,7 @@ pub enum ServeError {
     Metrics(String),
     /// Listing the snapshots for `/metrics`.
     #[error(transparent)]
-    Snapshot(#[from] crate::snapshot::SnapshotError),
+    Snapshot(#[from] agentlog_core::SnapshotError),
     /// A blocking task of the shutdown did not finish (it panicked).
     #[error("{what}: {source}")]
     Task {

@@ -19,7 +19,7 @@
 //! - The token is compared in constant time and never logged or printed.
 
 use super::super::{ServeError, ServeResult};
-use crate::files::publish_atomic;
+use agentlog_core::support::publish_atomic;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 

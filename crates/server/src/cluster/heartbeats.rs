@@ -52,8 +52,8 @@ impl Default for BatchLimits {
     fn default() -> Self {
         BatchLimits {
             window: Duration::from_millis(2),
-            max_beats: 2048,
-            max_bytes: 256 << 10,
+            max_beats: crate::registry::commands::BATCH_BEATS_MAX,
+            max_bytes: crate::registry::commands::BATCH_BYTES_MAX,
             in_flight: 16,
         }
     }

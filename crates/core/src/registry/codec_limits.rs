@@ -3,21 +3,21 @@
 //! decodes. The limits: names [`NAME_MAX`], texts [`TEXT_MAX`], message
 //! bodies [`BODY_MAX`] and their category and request id, session keys
 //! ([`SOURCE_MAX`], [`WORKSPACE_MAX`], [`SESSION_ID_MAX`]), a heartbeat
-//! batch ([`BatchLimits`]'s default beats and bytes), and the lists a record
+//! batch ([`BATCH_BEATS_MAX`] and [`BATCH_BYTES_MAX`], the cluster batcher's
+//! defaults), and the lists a record
 //! carries (a compaction marker, a read receipt, a cap drop) up to what fits
 //! in the servers' largest message, 1 MiB by default, or more. Lists are
 //! filled with their worst case for the decoder's limit: values whose
 //! varint is one byte, each of which bincode counts as eight.
 
 use super::codec::{decode, encode, Origin};
-use super::commands::{NAME_MAX, TEXT_MAX};
+use super::commands::{BATCH_BEATS_MAX, BATCH_BYTES_MAX, NAME_MAX, TEXT_MAX};
 use super::events::{
     BatchedHeartbeat, DropReason, DroppedMessage, Event, EventKind, Lsn, PostedMessage,
     Registration, RegistrationKind, SessionKey,
 };
 use super::messages::{BODY_MAX, CATEGORY_MAX, REQUEST_ID_MAX};
 use super::sessions::{SESSION_ID_MAX, SOURCE_MAX, WORKSPACE_MAX};
-use crate::cluster::BatchLimits;
 use crate::model::{Priority, Privacy, Status, StatusCause};
 use crate::time::Timestamp;
 use proptest::prelude::*;
@@ -133,9 +133,8 @@ proptest! {
         name_len in prop_oneof![Just(1usize), 1usize..=NAME_MAX],
         origins in any::<bool>(),
     ) {
-        let limits = BatchLimits::default();
         let per_beat = name_len + 20;
-        let n = limits.max_beats.min(limits.max_bytes / per_beat).max(1);
+        let n = BATCH_BEATS_MAX.min(BATCH_BYTES_MAX / per_beat).max(1);
         let beats = (0..n)
             .map(|i| BatchedHeartbeat {
                 agent: text(name_len, seed + i as u64),

@@ -410,7 +410,7 @@ fn final_publish(store: &Store, wait: Duration) -> ServeResult<()> {
         matches!(
             e,
             crate::store::StoreError::Export(crate::export::ExportError::Lock(
-                crate::fslock::LockError::Timeout { .. }
+                agentlog_core::LockError::Timeout { .. }
             ))
         )
     };

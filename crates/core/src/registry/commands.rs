@@ -15,6 +15,13 @@ use crate::time::Timestamp;
 pub const NAME_MAX: usize = 250;
 /// Longest provider, cwd, role, type and other short text fields.
 pub const TEXT_MAX: usize = 4096;
+/// Most heartbeats one batch record carries: the cluster's batcher seals a
+/// batch at this many (its default `BatchLimits::max_beats`), and the
+/// bounded decoder must take every batch it may seal.
+pub const BATCH_BEATS_MAX: usize = 2048;
+/// Most bytes of entries in one batch record (the batcher's default
+/// `max_bytes`, below NATS's 1 MiB default payload limit).
+pub const BATCH_BYTES_MAX: usize = 256 << 10;
 
 impl State {
     /// Validates a registration: new name, renewal by the same holder, new
