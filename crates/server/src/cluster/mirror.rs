@@ -379,6 +379,9 @@ pub(super) fn is_tag(payload: &[u8], t: u8) -> bool {
 async fn compact_local(shared: &Shared, seq: Lsn, payload: &[u8]) -> Result<(), String> {
     let at = codec::decode(payload).map_err(|e| e.to_string())?.at;
     let store = shared.store.clone();
+    // The mirror folds nothing while this runs: its time bounds how fast a
+    // replica catches up under back-to-back compactions (issue 27).
+    let started = std::time::Instant::now();
     let report = tokio::task::spawn_blocking(move || store.compact_mirrored(seq, at))
         .await
         .map_err(|e| format!("local compaction task: {e}"))?
@@ -387,6 +390,8 @@ async fn compact_local(shared: &Shared, seq: Lsn, payload: &[u8]) -> Result<(), 
         marker = seq,
         dropped = report.events_dropped,
         bytes_after = report.bytes_after,
+        took = ?started.elapsed(),
+        rewrite_ms = report.duration_ms,
         "compacted the local log after the stream's compaction"
     );
     Ok(())

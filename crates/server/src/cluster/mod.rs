@@ -217,6 +217,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a request to the cluster (a publish's ack among them) waits.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// A command slower than this is logged at debug level with where its
+/// time went (sealing, publishing, folding, rounds).
+const SLOW_COMMAND: Duration = Duration::from_millis(250);
+
 /// Duplicate window of the stream: a retried `Nats-Msg-Id` inside it is
 /// stored once (docs/scaling.md §3).
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(600);
@@ -498,11 +502,13 @@ impl ClusterNode {
         if let Some(f) = self.shared.failure() {
             return Err(ClusterError::Mirror(f));
         }
+        let began = Instant::now();
         // After the lazy heartbeats this host accepted before the command.
         self.heartbeats.seal().await;
+        let sealed = began.elapsed();
         let mut done = Vec::new();
         let mut lost_on = String::new();
-        for _ in 0..self.opts.conflict_rounds.max(1) {
+        for round in 0..self.opts.conflict_rounds.max(1) {
             let validating = Instant::now();
             let planned = self.shared.with_folded(|folded| {
                 let events = self.shared.store.with_state(|s, _| check(s))?;
@@ -551,12 +557,31 @@ impl ClusterNode {
                     let acked = Instant::now();
                     self.wait_applied(last).await?;
                     self.stages.done(acked - sending, acked.elapsed());
+                    if began.elapsed() >= SLOW_COMMAND {
+                        tracing::debug!(
+                            lsn = last,
+                            rounds = round + 1,
+                            took = ?began.elapsed(),
+                            seal = ?sealed,
+                            publish = ?(acked - sending),
+                            fold = ?acked.elapsed(),
+                            "slow command"
+                        );
+                    }
                 }
                 return Ok(done);
             }
             self.stages.conflict();
+            let caught = Instant::now();
             self.catch_up().await?;
             self.refresh_subject(&lost_on).await?;
+            tracing::debug!(
+                subject = lost_on.as_str(),
+                round,
+                publish = ?(caught - sending),
+                catch_up = ?caught.elapsed(),
+                "command lost a race; validating again"
+            );
         }
         Err(ClusterError::Conflict {
             subject: lost_on,
