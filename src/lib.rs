@@ -181,7 +181,8 @@ pub mod internals {
     /// The daemon's request-line framing and parsing, for the echo server
     /// that measures the protocol's own cost (`bench clients --echo`).
     pub mod wire {
-        pub use crate::daemon::conn::{error_doc, parse, send, HotHeartbeat, Request};
+        pub use crate::daemon::conn::{error_doc, parse, send, Request};
+        pub use crate::daemon::heartbeat::{write_result, HeartbeatLine};
         pub use crate::daemon::frame::{read_line, Frame};
     }
 }
