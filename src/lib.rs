@@ -182,7 +182,7 @@ pub mod internals {
     /// that measures the protocol's own cost (`bench clients --echo`).
     pub mod wire {
         pub use crate::daemon::conn::{error_doc, parse, send, Request};
-        pub use crate::daemon::heartbeat::{write_result, HeartbeatLine};
         pub use crate::daemon::frame::{read_line, Frame};
+        pub use crate::daemon::heartbeat::{write_result, HeartbeatLine};
     }
 }

@@ -469,7 +469,10 @@ async fn nats_phase(
                     }
                     let began = Instant::now();
                     let r = match phase {
-                        Phase::Heartbeats => node.heartbeat(None, name, None, None, Lazy).await.map(|_| 0),
+                        Phase::Heartbeats => node
+                            .heartbeat(None, name, None, None, Lazy)
+                            .await
+                            .map(|_| 0),
                         Phase::Durable | Phase::Visibility => {
                             let stamp = format!("{me}:{}", mono_ns());
                             node.set_status(name, Status::Busy, Some(stamp), None).await
@@ -507,7 +510,12 @@ async fn nats_phase(
             });
         }
         let name = agent_name(spec.host);
-        let durable = async { node.heartbeat(None, &name, None, None, Durable).await?.wait().await };
+        let durable = async {
+            node.heartbeat(None, &name, None, None, Durable)
+                .await?
+                .wait()
+                .await
+        };
         fence = durable
             .await
             .map_err(|e| run_err(format!("the durable heartbeat after the lazy ones: {e}")))?;

@@ -26,7 +26,7 @@
 use super::deadline::Timed;
 use super::durable::Held;
 use super::frame::{self, Frame};
-use super::heartbeat::{self, Beat, HeartbeatLine, HeartbeatRequest, HeartbeatSink};
+use super::heartbeat::{self, Beat, HeartbeatLine, HeartbeatRequest};
 use super::replica::Pipeline;
 use super::server::Shared;
 use super::{code, ErrorReply, Peer, PROTOCOL_VERSION};
@@ -294,8 +294,9 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
     }
 }
 
-/// Answers one decoded heartbeat (the request `id`'s) through the
-/// store, or the node of a replica. `Err`: the connection is gone.
+/// The one heartbeat path: applies `req` (the request `id`'s) through the
+/// store, or the node of a replica, and writes, holds or queues its reply
+/// so that replies leave in request order. `Err`: the connection is gone.
 async fn serve_heartbeat(
     shared: &Shared,
     peer: &Peer,
@@ -304,24 +305,10 @@ async fn serve_heartbeat(
     out: &mut Replies<'_>,
     wr: &mut Writer,
 ) -> std::io::Result<()> {
-    match &shared.replica {
-        Some(replica) => answer_heartbeat(replica.node(), shared, peer, id, req, out, wr).await,
-        None => answer_heartbeat(&*shared.store, shared, peer, id, req, out, wr).await,
-    }
-}
-
-/// The one heartbeat path: applies `req` through `sink` and writes, holds
-/// or queues its reply so that replies leave in request order.
-async fn answer_heartbeat<S: HeartbeatSink>(
-    sink: &S,
-    shared: &Shared,
-    peer: &Peer,
-    id: Value,
-    req: &HeartbeatRequest<'_>,
-    out: &mut Replies<'_>,
-    wr: &mut Writer,
-) -> std::io::Result<()> {
-    let beat = req.apply(sink, peer.origin()).await;
+    let beat = match &shared.replica {
+        Some(replica) => req.apply(replica.node(), peer.origin()).await,
+        None => req.apply(&*shared.store, peer.origin()).await,
+    };
     let dispatch = &*shared.dispatch;
     out.line.clear();
     let durable = match beat {

@@ -167,9 +167,13 @@ impl<'a> HeartbeatRequest<'a> {
     }
 
     /// Checks the time and applies the heartbeat of `origin` through `sink`.
-    pub async fn apply<S: HeartbeatSink>(&self, sink: &S, origin: Origin) -> Result<Beat, ErrorReply> {
-        let at = self.checked_at()?;
-        sink.beat(origin, &self.name, self.pid, at, self.mode()).await
+    pub async fn apply<S: HeartbeatSink>(
+        &self,
+        sink: &S,
+        origin: Origin,
+    ) -> Result<Beat, ErrorReply> {
+        self.checked_at()?;
+        sink.beat(origin, self).await
     }
 
     /// Writes the success reply line for `lsn`. The plain result is
@@ -241,15 +245,13 @@ pub enum Beat {
 /// cluster node. Neither blocks a worker thread: a local append is inline
 /// (microseconds), a replica's publish is awaited.
 pub trait HeartbeatSink {
-    /// Appends the heartbeat of `origin` (validated first: an unknown
-    /// agent, a wrong pid are refused, nothing appended).
+    /// Appends the heartbeat `hb` of `origin`, whose time was checked
+    /// (validated first: an unknown agent, a wrong pid are refused, nothing
+    /// appended).
     fn beat(
         &self,
         origin: Origin,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-        mode: Durability,
+        hb: &HeartbeatRequest<'_>,
     ) -> impl Future<Output = Result<Beat, ErrorReply>> + Send;
 }
 
@@ -259,14 +261,11 @@ impl HeartbeatSink for Store {
     fn beat(
         &self,
         origin: Origin,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-        mode: Durability,
+        hb: &HeartbeatRequest<'_>,
     ) -> impl Future<Output = Result<Beat, ErrorReply>> + Send {
-        let beat = with_origin(origin, || self.heartbeat(agent, pid, at));
+        let beat = with_origin(origin, || self.heartbeat(&hb.name, hb.pid, hb.at));
         std::future::ready(match beat {
-            Ok(lsn) if mode == Durability::Durable => Ok(Beat::Fsync(lsn)),
+            Ok(lsn) if hb.durable => Ok(Beat::Fsync(lsn)),
             Ok(lsn) => Ok(Beat::Appended(lsn)),
             Err(e) => Err(ErrorReply::from_error(&e, false)),
         })
@@ -279,14 +278,14 @@ impl HeartbeatSink for ClusterNode {
     fn beat(
         &self,
         origin: Origin,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-        mode: Durability,
+        hb: &HeartbeatRequest<'_>,
     ) -> impl Future<Output = Result<Beat, ErrorReply>> + Send {
+        let (agent, pid, at, mode) = (&*hb.name, hb.pid, hb.at, hb.mode());
         async move {
             let ticket = self.heartbeat(Some(origin), agent, pid, at, mode).await;
-            ticket.map(Beat::Published).map_err(super::replica::reply_error)
+            ticket
+                .map(Beat::Published)
+                .map_err(super::replica::reply_error)
         }
     }
 }
@@ -346,7 +345,9 @@ mod tests {
         assert_eq!((hb.name.as_ref(), hb.pid, hb.durable), ("a", Some(7), true));
         assert!(hb.plain() && matches!(hb.name, Cow::Borrowed(_)));
         let p = json!({"name": "a", "render": "text"});
-        assert!(!HeartbeatRequest::from_params(p.as_object().unwrap()).unwrap().plain());
+        assert!(!HeartbeatRequest::from_params(p.as_object().unwrap())
+            .unwrap()
+            .plain());
     }
 
     /// A time more than 5 minutes after the clock (the client's `clock`
@@ -361,14 +362,20 @@ mod tests {
         let far = "9999-12-31T00:00:00Z";
         let e = req(json!({"name": "w", "at": far, "durable": true})).unwrap_err();
         assert_eq!((e.code.as_str(), e.exit), (code::USAGE, 2));
-        assert!(e.message.starts_with("--at 9999-12-31T00:00:00"), "{}", e.message);
+        assert!(
+            e.message.starts_with("--at 9999-12-31T00:00:00"),
+            "{}",
+            e.message
+        );
         assert!(e.message.contains("more than 5 minutes after the clock"));
         assert!(e.message.contains("pass --force-time"));
         let forced = req(json!({"name": "w", "at": far, "force_time": true})).unwrap();
         assert_eq!(forced, Timestamp::parse_rfc3339(far).ok());
-        let clock = json!({"name": "w", "at": "2031-01-01T00:04:00Z", "clock": "2031-01-01T00:00:00Z"});
+        let clock =
+            json!({"name": "w", "at": "2031-01-01T00:04:00Z", "clock": "2031-01-01T00:00:00Z"});
         assert!(req(clock).unwrap().is_some());
-        let late = json!({"name": "w", "at": "2031-01-01T00:06:00Z", "clock": "2031-01-01T00:00:00Z"});
+        let late =
+            json!({"name": "w", "at": "2031-01-01T00:06:00Z", "clock": "2031-01-01T00:00:00Z"});
         let e = req(late).unwrap_err();
         assert!(e.message.contains("(2031-01-01T00:00:00"), "{}", e.message);
     }
@@ -408,13 +415,19 @@ mod tests {
                 Ok(Beat::Appended(lsn) | Beat::Fsync(lsn)) => {
                     write_result(&hb.id, &hb.params.name, lsn, &mut got);
                     let lsn = store.applied_lsn();
-                    (json!({"id": hb.id, "result": {"agent": agent, "lsn": lsn}}), true)
+                    (
+                        json!({"id": hb.id, "result": {"agent": agent, "lsn": lsn}}),
+                        true,
+                    )
                 }
                 Ok(Beat::Published(_)) => unreachable!("a local store publishes nothing"),
                 Err(e) => {
                     write_error(hb.id.clone(), &e, &mut got);
                     let e = store.heartbeat(agent, None, None).unwrap_err();
-                    (super::super::conn::error_doc(hb.id, &ErrorReply::from_error(&e, false)), false)
+                    (
+                        super::super::conn::error_doc(hb.id, &ErrorReply::from_error(&e, false)),
+                        false,
+                    )
                 }
             };
             let mut want = serde_json::to_vec(&want).unwrap();

@@ -125,7 +125,10 @@ pub async fn durable_heartbeat(
     at: Option<Timestamp>,
 ) -> ClusterResult<u64> {
     let mode = agentlog::Durability::Durable;
-    node.heartbeat(None, agent, pid, at, mode).await?.wait().await
+    node.heartbeat(None, agent, pid, at, mode)
+        .await?
+        .wait()
+        .await
 }
 
 /// A lazy heartbeat through `node`, returned once it joined a batch.
@@ -135,7 +138,8 @@ pub async fn lazy_heartbeat(
     pid: Option<u32>,
     at: Option<Timestamp>,
 ) -> ClusterResult<agentlog::cluster::HeartbeatTicket> {
-    node.heartbeat(None, agent, pid, at, agentlog::Durability::Lazy).await
+    node.heartbeat(None, agent, pid, at, agentlog::Durability::Lazy)
+        .await
 }
 
 pub async fn converge(nodes: &[&ClusterNode]) -> u64 {
