@@ -152,18 +152,20 @@ impl<'a> HeartbeatRequest<'a> {
     /// The clock is the client's `clock`, else the daemon's (its
     /// `$AGENTLOG_NOW` at start, else the system clock).
     fn checked_at(&self) -> Result<Option<Timestamp>, ErrorReply> {
+        let Some(at) = self.at.filter(|_| !self.force_time) else {
+            return Ok(self.at);
+        };
+        // Read only for an `at`: the plain heartbeat needs no clock.
         let clock = self.clock.unwrap_or_else(crate::time::process_clock);
-        match self.at {
-            Some(at) if !self.force_time && at.is_beyond(clock, MAX_FUTURE_SKEW_MS) => {
-                let msg = format!(
-                    "--at {at} is more than {} minutes after the clock ({clock}); \
-                     pass --force-time if that future time is really meant",
-                    MAX_FUTURE_SKEW_MS / 60_000
-                );
-                Err(ErrorReply::new(code::USAGE, msg, 2))
-            }
-            at => Ok(at),
+        if !at.is_beyond(clock, MAX_FUTURE_SKEW_MS) {
+            return Ok(Some(at));
         }
+        let msg = format!(
+            "--at {at} is more than {} minutes after the clock ({clock}); \
+             pass --force-time if that future time is really meant",
+            MAX_FUTURE_SKEW_MS / 60_000
+        );
+        Err(ErrorReply::new(code::USAGE, msg, 2))
     }
 
     /// Checks the time and applies the heartbeat of `origin` through `sink`.
