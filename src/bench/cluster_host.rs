@@ -25,6 +25,7 @@ use super::etcd::EtcdClient;
 use super::latency::{Histogram, HistogramParts};
 use super::{BenchError, Result};
 use agentlog::cluster::{ClusterNode, ClusterOptions, DurableStages};
+use agentlog::log::Durability::{Durable, Lazy};
 use agentlog::model::Status;
 use agentlog::registry::{codec, decode, EventKind, Registration};
 use agentlog::store::{Store, StoreOptions};
@@ -468,7 +469,10 @@ async fn nats_phase(
                     }
                     let began = Instant::now();
                     let r = match phase {
-                        Phase::Heartbeats => node.heartbeat(name, None, None).await.map(|()| 0),
+                        Phase::Heartbeats => node
+                            .heartbeat(None, name, None, None, Lazy)
+                            .await
+                            .map(|_| 0),
                         Phase::Durable | Phase::Visibility => {
                             let stamp = format!("{me}:{}", mono_ns());
                             node.set_status(name, Status::Busy, Some(stamp), None).await
@@ -506,8 +510,13 @@ async fn nats_phase(
             });
         }
         let name = agent_name(spec.host);
-        fence = node
-            .heartbeat_durable(&name, None, None)
+        let durable = async {
+            node.heartbeat(None, &name, None, None, Durable)
+                .await?
+                .wait()
+                .await
+        };
+        fence = durable
             .await
             .map_err(|e| run_err(format!("the durable heartbeat after the lazy ones: {e}")))?;
     }

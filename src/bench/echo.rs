@@ -7,7 +7,9 @@
 //! already buffered, as the daemon does: so the ratio daemon / echo is the
 //! share of the socket round trip the store itself costs.
 
-use agentlog::internals::wire::{self as frame, error_doc, parse, send, Frame, HotHeartbeat};
+use agentlog::internals::wire::{
+    self as frame, error_doc, parse, send, write_result, Frame, HeartbeatLine,
+};
 use anyhow::Context;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -73,9 +75,10 @@ async fn echo_conn(stream: UnixStream, answered: Arc<AtomicU64>) {
             }
             Ok(Frame::TooLong) | Err(_) => return,
         }
-        if let Some(hb) = HotHeartbeat::decode(&line) {
+        if let Some(hb) = HeartbeatLine::decode(&line) {
             reply.clear();
-            hb.write_ok(answered.fetch_add(1, Ordering::Relaxed) + 1, &mut reply);
+            let lsn = answered.fetch_add(1, Ordering::Relaxed) + 1;
+            write_result(&hb.id, &hb.params.name, lsn, &mut reply);
             if wr.write_all(&reply).await.is_err() {
                 return;
             }

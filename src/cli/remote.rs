@@ -320,6 +320,35 @@ impl CliDispatch {
     }
 }
 
+impl CliDispatch {
+    /// `params` of `method` read by the CLI grammar, and the client's
+    /// `clock`; or the usage error for them.
+    fn parse(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+    ) -> Result<(Cli, Option<agentlog::time::Timestamp>), ErrorReply> {
+        let usage = |msg: String| ErrorReply::new(code::USAGE, msg, 2);
+        let cli = {
+            let mut grammar = self.grammar.lock().unwrap_or_else(|e| e.into_inner());
+            let argv = argv_of(&grammar, &self.dir, method, params).map_err(usage)?;
+            grammar
+                .try_get_matches_from_mut(&argv)
+                .and_then(|m| Cli::from_arg_matches(&m))
+                .map_err(|e| usage(super::clap_message(&e)))?
+        };
+        let client_clock = match params.get("clock") {
+            None => None,
+            Some(v) => Some(
+                v.as_str()
+                    .and_then(|t| agentlog::time::Timestamp::parse_rfc3339(t).ok())
+                    .ok_or_else(|| usage(format!("`clock` must be an RFC 3339 time, got {v}")))?,
+            ),
+        };
+        Ok((cli, client_clock))
+    }
+}
+
 impl Dispatch for CliDispatch {
     fn knows(&self, method: &str) -> bool {
         METHODS.contains(&method)
@@ -355,25 +384,10 @@ impl Dispatch for CliDispatch {
                 "log: `follow` is not a request: use the `watch` method".into(),
             ));
         }
-        let cli = {
-            let mut grammar = self.grammar.lock().unwrap_or_else(|e| e.into_inner());
-            let argv = argv_of(&grammar, &self.dir, method, params).map_err(usage)?;
-            grammar
-                .try_get_matches_from_mut(&argv)
-                .and_then(|m| Cli::from_arg_matches(&m))
-                .map_err(|e| usage(super::clap_message(&e)))?
-        };
+        let (cli, client_clock) = self.parse(method, params)?;
         let ui = Ui {
             json: cli.json,
             quiet: true,
-        };
-        let client_clock = match params.get("clock") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .and_then(|t| agentlog::time::Timestamp::parse_rfc3339(t).ok())
-                    .ok_or_else(|| usage(format!("`clock` must be an RFC 3339 time, got {v}")))?,
-            ),
         };
         let mut buf = Vec::new();
         let (ran, stderr) = output::capturing_errors(|| {
@@ -429,6 +443,19 @@ impl Dispatch for CliDispatch {
 
     fn agent_json(&self, agent: &Agent) -> Value {
         render::agent(agent)
+    }
+
+    fn refusal(&self, method: &str, params: &Map<String, Value>) -> Option<ErrorReply> {
+        self.parse(method, params).err()
+    }
+
+    /// The command's own output function, so the text is the command's.
+    fn applied_text(&self, agent: &str, lsn: Lsn, what: &str, json: bool) -> String {
+        let mut buf = Vec::new();
+        let ui = Ui { json, quiet: true };
+        // Writing to a Vec does not fail.
+        let _ = cmd::applied(&mut buf, &ui, agent, lsn, what);
+        String::from_utf8_lossy(&buf).into_owned()
     }
 
     fn path_param(&self, _method: &str, params: &Map<String, Value>) -> Option<String> {

@@ -45,10 +45,9 @@ async fn three_hosts_converge_to_identical_exports() {
             let at = T0.add_secs(100 + round * 10 + i as i64);
             let pid = Some(100 + i as u32);
             if round % 2 == 0 {
-                host(i + 1).heartbeat(n, pid, Some(at)).await.unwrap();
+                lazy_heartbeat(host(i + 1), n, pid, Some(at)).await.unwrap();
             } else {
-                host(i + 2)
-                    .heartbeat_durable(n, pid, Some(at))
+                durable_heartbeat(host(i + 2), n, pid, Some(at))
                     .await
                     .unwrap();
             }
@@ -125,9 +124,7 @@ async fn three_hosts_converge_to_identical_exports() {
     assert_eq!(read[0].posted.from, "agent-0");
     // A finished agent's heartbeat is refused on every host alike.
     for i in 0..3 {
-        let err = host(i)
-            .heartbeat("agent-4", Some(104), Some(T0.add_secs(320)))
-            .await;
+        let err = lazy_heartbeat(host(i), "agent-4", Some(104), Some(T0.add_secs(320))).await;
         assert!(
             matches!(
                 err,
@@ -141,8 +138,7 @@ async fn three_hosts_converge_to_identical_exports() {
     // A last durable heartbeat per host: its ack orders after the host's
     // earlier lazy publishes on the same connection.
     for (i, name) in names.iter().enumerate().take(3) {
-        host(i)
-            .heartbeat_durable(name, Some(100 + i as u32), Some(T0.add_secs(400)))
+        durable_heartbeat(host(i), name, Some(100 + i as u32), Some(T0.add_secs(400)))
             .await
             .unwrap();
     }
@@ -187,8 +183,7 @@ async fn three_hosts_converge_to_identical_exports() {
     // (agent-4 finished: its heartbeat would be refused.)
     for i in (0..9usize).filter(|i| *i != 4) {
         let at = T0.add_secs(500 + i as i64);
-        nodes[i % 2]
-            .heartbeat_durable(&names[i], Some(100 + i as u32), Some(at))
+        durable_heartbeat(&nodes[i % 2], &names[i], Some(100 + i as u32), Some(at))
             .await
             .unwrap();
     }

@@ -66,16 +66,14 @@ async fn lazy_heartbeats_are_batched_and_every_host_folds_each_one() {
     for round in 1..=5i64 {
         for (i, n) in names.iter().enumerate() {
             let at = T0.add_secs(round * 10 + i as i64);
-            let t = nodes[0]
-                .heartbeat_batched(None, n, Some(100 + i as u32), Some(at))
+            let t = lazy_heartbeat(&nodes[0], n, Some(100 + i as u32), Some(at))
                 .await
                 .unwrap();
             tickets.push(t);
         }
     }
     // Refused before it joins a batch: the wrong pid.
-    let e = nodes[0]
-        .heartbeat_batched(None, "w1", Some(999), Some(T0))
+    let e = lazy_heartbeat(&nodes[0], "w1", Some(999), Some(T0))
         .await
         .unwrap_err();
     assert!(e.to_string().contains("pid"), "{e}");
@@ -113,12 +111,10 @@ async fn lazy_heartbeats_are_batched_and_every_host_folds_each_one() {
     // sealed, host 1 removes w2 and registers it again with pid 7. The
     // batch lands after both: its heartbeat folds as a late one with
     // another pid (an anomaly, no effect), identically on every host.
-    let late = nodes[0]
-        .heartbeat_batched(None, "w2", Some(102), Some(T0.add_secs(900)))
+    let late = lazy_heartbeat(&nodes[0], "w2", Some(102), Some(T0.add_secs(900)))
         .await
         .unwrap();
-    let kept = nodes[0]
-        .heartbeat_batched(None, "w5", Some(105), Some(T0.add_secs(901)))
+    let kept = lazy_heartbeat(&nodes[0], "w5", Some(105), Some(T0.add_secs(901)))
         .await
         .unwrap();
     let anomalies = nodes[1].store().state().anomalies();

@@ -73,8 +73,7 @@ async fn killed_nats_servers_lose_nothing_acknowledged() {
             while !stop.load(Ordering::Relaxed) {
                 i += 1;
                 let at = T0.add_millis(i * 10 + w as i64);
-                let seq = a
-                    .heartbeat_durable(&agent, Some(w as u32 + 1), Some(at))
+                let seq = durable_heartbeat(&a, &agent, Some(w as u32 + 1), Some(at))
                     .await
                     .unwrap_or_else(|e| panic!("writer {w} write {i}: {e}"));
                 acked.lock().unwrap().push((seq, agent.clone(), at));

@@ -249,10 +249,14 @@ pub fn protocol(data: &[u8]) {
         assert_eq!(method, "heartbeat");
         assert_eq!(id, hot.id);
         assert_eq!(params.get("name"), Some(&Value::String(hot.name.clone())));
-        assert_eq!(
-            params.get("pid").and_then(Value::as_u64),
-            hot.pid.map(u64::from)
-        );
+        // A pid is a number or, as the CLI sends it, a decimal string.
+        let pid = params.get("pid").and_then(|p| {
+            p.as_u64().or_else(|| {
+                p.as_str()
+                    .and_then(|s| s.parse::<i64>().ok()?.try_into().ok())
+            })
+        });
+        assert_eq!(pid, hot.pid.map(u64::from));
         assert_eq!(
             params.get("durable") == Some(&Value::Bool(true)),
             hot.durable

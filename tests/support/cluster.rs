@@ -10,7 +10,7 @@
 //! the guard drops, or when the test's thread ends (also when the test
 //! process is SIGKILLed and runs no `Drop`).
 
-use agentlog::cluster::{ClusterNode, ClusterOptions, FleetSubjects};
+use agentlog::cluster::{ClusterNode, ClusterOptions, ClusterResult, FleetSubjects};
 use agentlog::log::LogOptions;
 use agentlog::store::{Store, StoreOptions};
 use agentlog::time::Timestamp;
@@ -116,6 +116,32 @@ pub async fn node(dir: &Path, servers: Vec<String>, fleet: &str, host: &str) -> 
 }
 
 /// Waits until every node folded the stream's last sequence; returns it.
+/// A durable heartbeat through `node`: its stream sequence once stored and
+/// folded there.
+pub async fn durable_heartbeat(
+    node: &ClusterNode,
+    agent: &str,
+    pid: Option<u32>,
+    at: Option<Timestamp>,
+) -> ClusterResult<u64> {
+    let mode = agentlog::Durability::Durable;
+    node.heartbeat(None, agent, pid, at, mode)
+        .await?
+        .wait()
+        .await
+}
+
+/// A lazy heartbeat through `node`, returned once it joined a batch.
+pub async fn lazy_heartbeat(
+    node: &ClusterNode,
+    agent: &str,
+    pid: Option<u32>,
+    at: Option<Timestamp>,
+) -> ClusterResult<agentlog::cluster::HeartbeatTicket> {
+    node.heartbeat(None, agent, pid, at, agentlog::Durability::Lazy)
+        .await
+}
+
 pub async fn converge(nodes: &[&ClusterNode]) -> u64 {
     let last = nodes[0].stream_last_sequence().await.expect("stream info");
     for n in nodes {

@@ -57,8 +57,8 @@ pub type ParsedRequest = Result<
     (serde_json::Value, String),
 >;
 
-/// What the heartbeat hot path took from a line, and the reply it writes
-/// for `reply_lsn`.
+/// What the heartbeat decoder took from a line, and the plain reply the
+/// daemon writes for it at `reply_lsn`.
 #[derive(Debug)]
 pub struct HotRequest {
     pub id: serde_json::Value,
@@ -70,21 +70,21 @@ pub struct HotRequest {
 }
 
 /// Runs one request line through the daemon's general parser and its
-/// heartbeat hot path (`src/daemon/conn.rs`).
+/// heartbeat decoder (`src/daemon/heartbeat.rs`).
 pub fn parse_request(line: &[u8], reply_lsn: u64) -> (ParsedRequest, Option<HotRequest>) {
     use crate::daemon::conn;
     let general = conn::parse(line)
         .map(|r| (r.id, r.method, r.params))
         .map_err(|(id, e)| (id, e.code));
-    let hot = conn::HotHeartbeat::decode(line).map(|hb| {
+    let hot = crate::daemon::heartbeat::HeartbeatLine::decode(line).map(|hb| {
         let mut reply = Vec::new();
-        hb.write_ok(reply_lsn, &mut reply);
+        crate::daemon::heartbeat::write_result(&hb.id, &hb.params.name, reply_lsn, &mut reply);
         HotRequest {
             id: hb.id.clone(),
-            name: hb.name.to_string(),
-            pid: hb.pid,
-            at: hb.at,
-            durable: hb.durable,
+            name: hb.params.name.to_string(),
+            pid: hb.params.pid,
+            at: hb.params.at,
+            durable: hb.params.durable,
             reply,
         }
     });

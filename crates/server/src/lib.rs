@@ -43,7 +43,8 @@ pub use daemon::client::{Client, ClientError};
 #[doc(hidden)]
 pub mod internals {
     pub mod wire {
-        pub use crate::daemon::conn::{error_doc, parse, send, HotHeartbeat, Request};
+        pub use crate::daemon::conn::{error_doc, parse, send, Request};
         pub use crate::daemon::frame::{read_line, Frame};
+        pub use crate::daemon::heartbeat::{write_result, HeartbeatLine};
     }
 }

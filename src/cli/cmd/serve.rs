@@ -109,7 +109,7 @@ pub struct Serve {
 pub fn run(dir: &Path, a: &Serve) -> Result<ExitCode> {
     // Request times come from the clients (`--at`, their AGENTLOG_NOW), never
     // from the daemon's environment. Done before any thread starts.
-    // The heartbeat fast paths bound `at` by the clock the daemon started
+    // The heartbeat path bounds `at` by the clock the daemon started
     // with (its `$AGENTLOG_NOW`, captured here, else the system clock).
     let _ = agentlog::time::process_clock();
     std::env::remove_var("AGENTLOG_NOW");

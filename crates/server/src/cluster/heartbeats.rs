@@ -69,6 +69,14 @@ pub struct HeartbeatTicket {
 }
 
 impl HeartbeatTicket {
+    /// A ticket already resolved to `lsn` (a durable heartbeat, answered
+    /// only once stored and folded).
+    pub(super) fn ready(lsn: Lsn) -> HeartbeatTicket {
+        HeartbeatTicket {
+            outcome: watch::channel(Some(Ok(lsn))).1,
+        }
+    }
+
     /// The batch's stream sequence (the heartbeat's LSN), once the stream
     /// stored the batch and the local mirror folded it.
     pub async fn wait(mut self) -> ClusterResult<Lsn> {
@@ -269,5 +277,16 @@ pub(crate) async fn run(
             outcome.send_replace(Some(stored));
             drop(permit);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A durable heartbeat's ticket is answered without a batch.
+    #[tokio::test]
+    async fn a_ready_ticket_resolves_at_once() {
+        assert_eq!(HeartbeatTicket::ready(42).wait().await.unwrap(), 42);
     }
 }

@@ -48,6 +48,7 @@ pub use stages::DurableStages;
 use publish::{check_publishable, publish_retried};
 pub use subjects::FleetSubjects;
 
+use crate::log::Durability;
 use crate::model::Status;
 use crate::probe::SharedProbe;
 use crate::registry::codec::Origin;
@@ -640,35 +641,46 @@ impl ClusterNode {
         Ok((lsn.expect("published"), kind))
     }
 
-    /// A lazy heartbeat: validated against the local fold, then added to
-    /// this host's open heartbeat batch (waits only while
-    /// `heartbeat_batches.in_flight` batches await their ack and the open
-    /// one is full). Not conditional: an agent's heartbeats come from one
-    /// process, and one that lands after the agent finished folds as a
-    /// no-op. Returns once accepted; a failed batch is logged and counted
-    /// ([`ClusterNode::heartbeats_failed`]): the loss window of a lazy
-    /// heartbeat.
+    /// A heartbeat, validated against the local fold; the ticket gives its
+    /// LSN (its stream sequence) once the stream stored it and the local
+    /// mirror folded it. Not conditional: an agent's heartbeats come from
+    /// one process, and one that lands after the agent finished folds as a
+    /// no-op.
+    ///
+    /// * [`Durability::Lazy`]: added to this host's open heartbeat batch
+    ///   (waits only while `heartbeat_batches.in_flight` batches await their
+    ///   ack and the open one is full) and returned at once; the ticket
+    ///   resolves to the batch's sequence. A caller that drops the ticket
+    ///   still has the heartbeat stored: a failed batch is logged and
+    ///   counted ([`ClusterNode::heartbeats_failed`]), the loss window of a
+    ///   lazy heartbeat.
+    /// * [`Durability::Durable`]: its own message on the agent's subject,
+    ///   with a message id (a retry after a lost ack is stored once),
+    ///   published once the batches sealed before it were answered (so it
+    ///   lands after them) and returned only once stored and folded: the
+    ///   ticket is already resolved.
     pub async fn heartbeat(
-        &self,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-    ) -> ClusterResult<()> {
-        self.heartbeat_batched(None, agent, pid, at).await.map(drop)
-    }
-
-    /// A lazy heartbeat added to this host's open batch; the ticket gives
-    /// its LSN (the batch's stream sequence) once the stream stored the
-    /// batch and the local mirror folded it.
-    pub async fn heartbeat_batched(
         &self,
         origin: Option<Origin>,
         agent: &str,
         pid: Option<u32>,
         at: Option<Timestamp>,
+        mode: Durability,
     ) -> ClusterResult<HeartbeatTicket> {
         let at = self.check_heartbeat(agent, pid, at)?;
-        Ok(self.heartbeats.push(at, agent, pid, origin).await)
+        if mode == Durability::Lazy {
+            return Ok(self.heartbeats.push(at, agent, pid, origin).await);
+        }
+        self.heartbeats.seal().await;
+        let mut payload = Vec::with_capacity(32 + agent.len());
+        codec::encode_heartbeat_into(&mut payload, at, agent, pid);
+        let subject = Subject::from(self.shared.subjects.agent(agent));
+        let ack = self
+            .publish_event(&subject, payload, origin, None)
+            .await
+            .map_err(|e| publish_err(&subject, e))?;
+        self.wait_applied(ack.sequence).await?;
+        Ok(HeartbeatTicket::ready(ack.sequence))
     }
 
     /// Seals the open heartbeat batch and waits until every batch sealed
@@ -681,50 +693,6 @@ impl ClusterNode {
     /// Lazy heartbeats accepted whose batch was not stored.
     pub fn heartbeats_failed(&self) -> u64 {
         self.heartbeats.failed()
-    }
-
-    /// A durable heartbeat: returns its sequence once the stream stored it
-    /// and the local mirror folded it.
-    pub async fn heartbeat_durable(
-        &self,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-    ) -> ClusterResult<Lsn> {
-        self.heartbeat_acked(None, agent, pid, at, true).await
-    }
-
-    /// A heartbeat answered once the stream stored it and the mirror folded
-    /// it (its LSN is known only then): the daemon's heartbeats. A durable
-    /// one is its own message on the agent's subject, with a message id (a
-    /// retry after a lost ack is stored once); a lazy one joins this host's
-    /// heartbeat batch and answers the batch's sequence.
-    pub async fn heartbeat_acked(
-        &self,
-        origin: Option<Origin>,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-        durable: bool,
-    ) -> ClusterResult<Lsn> {
-        if !durable {
-            return self
-                .heartbeat_batched(origin, agent, pid, at)
-                .await?
-                .wait()
-                .await;
-        }
-        let at = self.check_heartbeat(agent, pid, at)?;
-        self.heartbeats.seal().await;
-        let mut payload = Vec::with_capacity(32 + agent.len());
-        codec::encode_heartbeat_into(&mut payload, at, agent, pid);
-        let subject = Subject::from(self.shared.subjects.agent(agent));
-        let ack = self
-            .publish_event(&subject, payload, origin, None)
-            .await
-            .map_err(|e| publish_err(&subject, e))?;
-        self.wait_applied(ack.sequence).await?;
-        Ok(ack.sequence)
     }
 
     /// Validates a heartbeat against the local fold; its event time.

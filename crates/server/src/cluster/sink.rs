@@ -10,6 +10,7 @@
 //! (the mirror needs it to fold what the call waits for).
 
 use super::{ClusterError, ClusterNode};
+use crate::log::Durability;
 use crate::registry::codec::Origin;
 use crate::registry::{Event, Lsn};
 use crate::store::{Check, CommandSink, StoreError, StoreResult};
@@ -48,7 +49,16 @@ impl CommandSink for ClusterNode {
         at: Timestamp,
         durable: bool,
     ) -> StoreResult<Lsn> {
-        Ok(self.block_on(self.heartbeat_acked(origin, agent, pid, Some(at), durable))?)
+        let mode = if durable {
+            Durability::Durable
+        } else {
+            Durability::Lazy
+        };
+        let beat = async {
+            let ticket = self.heartbeat(origin, agent, pid, Some(at), mode).await?;
+            ticket.wait().await
+        };
+        Ok(self.block_on(beat)?)
     }
 
     fn sweep(&self, origin: Option<Origin>, now: Timestamp) -> StoreResult<Vec<(Lsn, Event)>> {

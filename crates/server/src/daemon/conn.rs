@@ -5,19 +5,18 @@
 //! blocking pool (a durable write waits for its fsync there, sharing it with
 //! other connections).
 //!
-//! The hot path is the heartbeat of an agent fleet: a line that is exactly
-//! `{"id", "method": "heartbeat", "params": {"name", "pid"?, "at"?,
-//! "durable"?}}` is decoded without building a JSON tree, appended inline
-//! (microseconds), and answered by writing the reply's bytes straight into
-//! the output, byte for byte what the general path sends. A durable one's
-//! reply is held until the daemon's sync task reports an fsync covering it
-//! (`durable`: one fsync for every connection waiting, and for a whole
-//! pipelined batch). Lines already in the read buffer are taken without
-//! arming the idle timer, and watchers are woken once per drained buffer
-//! rather than once per heartbeat. Anything else about a line (another
-//! method, an unknown key, a `null`, a bad time, a time more than 5 minutes
-//! after the clock) takes the general path, which answers it exactly as
-//! before, after the held replies.
+//! Heartbeats, the traffic of an agent fleet, take one path
+//! ([`super::heartbeat`]): a line that is a heartbeat is decoded without
+//! building a JSON tree (a line of another shape, say with a top-level key
+//! of its own, is parsed first and its `params` decoded the same way),
+//! applied through a [`HeartbeatSink`] (the store inline, in microseconds,
+//! or a replica's cluster node) and answered by writing the reply's bytes
+//! straight into the output, byte for byte what a JSON tree would send. A
+//! local durable one's reply is held until the daemon's sync task reports
+//! an fsync covering it (`durable`: one fsync for every connection waiting,
+//! and for a whole pipelined batch). Lines already in the read buffer are
+//! taken without arming the idle timer, and watchers are woken once per
+//! drained buffer rather than once per heartbeat.
 //!
 //! On a replica a lazy heartbeat joins the host's heartbeat batch and its
 //! reply waits in the connection's [`super::replica::Pipeline`] for the
@@ -27,14 +26,12 @@
 use super::deadline::Timed;
 use super::durable::Held;
 use super::frame::{self, Frame};
+use super::heartbeat::{self, Beat, HeartbeatLine, HeartbeatRequest};
+use super::replica::Pipeline;
 use super::server::Shared;
 use super::{code, ErrorReply, Peer, PROTOCOL_VERSION};
-use crate::registry::Lsn;
 use crate::store::{with_access, with_origin, PeerAccess};
-use crate::time::Timestamp;
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
@@ -138,6 +135,18 @@ impl Drop for Wake<'_> {
     }
 }
 
+/// Heartbeat replies not yet written, and the buffer one is written into.
+struct Replies<'a> {
+    /// The reply being written (reused: the hot path does not allocate).
+    line: Vec<u8>,
+    /// Local durable heartbeats' replies (and those after them), until an
+    /// fsync covers them.
+    held: Held,
+    /// A replica's heartbeat replies, until their publish is stored.
+    pipeline: Pipeline,
+    wake: Wake<'a>,
+}
+
 /// Serves one connection of `peer` (who may write if `writer`: decided once,
 /// at accept) until it ends.
 pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, writer: bool) {
@@ -149,19 +158,21 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
     let mut line = Vec::new();
     // Who the peer is does not change: decided once per connection.
     let hot = shared.dispatch.knows("heartbeat") && writer;
-    let mut reply = Vec::with_capacity(128);
-    let mut wake = Wake {
-        committed: &shared.committed,
-        pending: false,
+    let mut out = Replies {
+        line: Vec::with_capacity(128),
+        held: Held::default(),
+        pipeline: Pipeline::default(),
+        wake: Wake {
+            committed: &shared.committed,
+            pending: false,
+        },
     };
-    let mut held = Held::default();
-    let mut pipeline = super::replica::Pipeline::default();
     loop {
         let buffered = rd.buffer().contains(&b'\n');
-        if !buffered || pipeline.is_full() {
-            wake.now();
-            if pipeline.settle(&mut wr).await.is_err()
-                || held.settle(&shared.syncer, &mut wr).await.is_err()
+        if !buffered || out.pipeline.is_full() {
+            out.wake.now();
+            if out.pipeline.settle(&mut wr).await.is_err()
+                || out.held.settle(&shared.syncer, &mut wr).await.is_err()
                 || wr.flush().await.is_err()
             {
                 return;
@@ -194,14 +205,14 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
             }
             Ok(Err(_)) => return,
             Ok(Ok(Frame::Eof)) => {
-                if pipeline.settle(&mut wr).await.is_ok() {
+                if out.pipeline.settle(&mut wr).await.is_ok() {
                     let _ = wr.flush().await;
                 }
                 return;
             }
             Ok(Ok(Frame::TooLong)) => {
-                if pipeline.settle(&mut wr).await.is_err()
-                    || held.settle(&shared.syncer, &mut wr).await.is_err()
+                if out.pipeline.settle(&mut wr).await.is_err()
+                    || out.held.settle(&shared.syncer, &mut wr).await.is_err()
                 {
                     return;
                 }
@@ -214,65 +225,18 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
             Ok(Ok(Frame::Line)) => {}
         }
         if hot {
-            if let Some(hb) = HotHeartbeat::decode(&line) {
-                reply.clear();
-                if let Some(replica) = &shared.replica {
-                    // A replica's lazy heartbeat joins the host's batch and
-                    // its reply waits in the pipeline (answered in order
-                    // when no request is buffered); a durable one waits for
-                    // its own ack after those. No worker is blocked; the
-                    // mirror wakes the watchers.
-                    let lazy = if hb.durable {
-                        None
-                    } else {
-                        let (name, pid, at) = (&hb.name, hb.pid, hb.at);
-                        Some(replica.heartbeat_lazy(peer.origin(), name, pid, at).await)
-                    };
-                    if let Some(Ok(ticket)) = lazy {
-                        let id = hb.id.clone();
-                        pipeline.push(id, ticket, |out| hb.write_ok_prefix(out));
-                        continue;
-                    }
-                    // Answered after the heartbeats before it; a durable
-                    // one is published only once their batches are stored.
-                    if pipeline.settle(&mut wr).await.is_err() {
-                        return;
-                    }
-                    match lazy {
-                        Some(Err(e)) => hb.write_error(&e, &mut reply),
-                        _ => hb.answer_replicated(replica, &peer, &mut reply).await,
-                    }
-                    if wr.write_all(&reply).await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                let durable_id = hb.durable.then(|| hb.id.clone());
-                let lsn = hb.answer(&shared.store, &peer, &mut reply);
-                wake.pending |= lsn.is_some();
-                let written = match (durable_id, lsn) {
-                    (Some(id), Some(lsn)) => {
-                        if !held.hold(&reply, Some((id, lsn))) {
-                            continue;
-                        }
-                        held.settle(&shared.syncer, &mut wr).await
-                    }
-                    _ if !held.is_empty() => {
-                        if !held.hold(&reply, None) {
-                            continue;
-                        }
-                        held.settle(&shared.syncer, &mut wr).await
-                    }
-                    _ => wr.write_all(&reply).await,
-                };
-                if written.is_err() {
+            if let Some(hb) = HeartbeatLine::decode(&line) {
+                if serve_heartbeat(&shared, &peer, hb.id, &hb.params, &mut out, &mut wr)
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 continue;
             }
         }
-        if pipeline.settle(&mut wr).await.is_err()
-            || held.settle(&shared.syncer, &mut wr).await.is_err()
+        if out.pipeline.settle(&mut wr).await.is_err()
+            || out.held.settle(&shared.syncer, &mut wr).await.is_err()
         {
             return;
         }
@@ -289,8 +253,21 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
                 continue;
             }
         };
+        // A heartbeat the line decoder did not take whole (a top-level key
+        // of its own, a duplicate key): its parameters, decoded the same way.
+        if hot && req.method == "heartbeat" {
+            if let Ok(hb) = HeartbeatRequest::from_params(&req.params) {
+                if serve_heartbeat(&shared, &peer, req.id, &hb, &mut out, &mut wr)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        }
         if req.method == "watch" {
-            wake.now();
+            out.wake.now();
             if wr.flush().await.is_err() {
                 return;
             }
@@ -317,155 +294,68 @@ pub(crate) async fn run(stream: UnixStream, shared: Arc<Shared>, peer: Peer, wri
     }
 }
 
-/// A lazy heartbeat request line in the one shape the hot path takes (see
-/// the module doc); every field borrowed from the line where it can be.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HotRequest<'a> {
-    #[serde(default)]
+/// The one heartbeat path: applies `req` (the request `id`'s) through the
+/// store, or the node of a replica, and writes, holds or queues its reply
+/// so that replies leave in request order. `Err`: the connection is gone.
+async fn serve_heartbeat(
+    shared: &Shared,
+    peer: &Peer,
     id: Value,
-    #[serde(borrow)]
-    method: Cow<'a, str>,
-    #[serde(borrow)]
-    params: HotParams<'a>,
-}
-
-/// `null` is not "absent" for the general path (it is a usage error there),
-/// so an optional field here takes only a value of its type.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HotParams<'a> {
-    #[serde(borrow)]
-    name: Cow<'a, str>,
-    #[serde(default, deserialize_with = "present")]
-    pid: Option<u32>,
-    #[serde(default, borrow, deserialize_with = "present")]
-    at: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "present")]
-    durable: Option<bool>,
-}
-
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
-}
-
-/// `at`, unless it lies more than [`crate::time::MAX_FUTURE_SKEW_MS`] after
-/// the clock: the hot path leaves such a heartbeat to the general path, and
-/// there [`FastHeartbeat::run`] refuses it (`force_time` and `clock` are the
-/// dispatcher's, which bounds them the same way), against the clock the
-/// dispatcher reads (`$AGENTLOG_NOW` when set, else the system clock).
-fn in_bounds(at: Timestamp) -> Option<Timestamp> {
-    let clock = crate::time::process_clock();
-    (!at.is_beyond(clock, crate::time::MAX_FUTURE_SKEW_MS)).then_some(at)
-}
-
-/// The refusal of a write time beyond [`in_bounds`], worded as the CLI's
-/// (`cli::args::not_in_future`), whose flags the parameters mirror.
-fn future_refusal(at: Timestamp) -> ErrorReply {
-    let clock = crate::time::process_clock();
-    let msg = format!(
-        "--at {at} is more than {} minutes after the clock ({clock}); \
-         pass --force-time if that future time is really meant",
-        crate::time::MAX_FUTURE_SKEW_MS / 60_000
-    );
-    ErrorReply::new(code::USAGE, msg, 2)
-}
-
-pub struct HotHeartbeat<'a> {
-    pub(crate) id: Value,
-    pub(crate) name: Cow<'a, str>,
-    pub(crate) pid: Option<u32>,
-    pub(crate) at: Option<Timestamp>,
-    /// Answered only once an fsync covers it ([`Held`]).
-    pub(crate) durable: bool,
-}
-
-impl<'a> HotHeartbeat<'a> {
-    /// The heartbeat `line` asks for, or `None` for the general path.
-    pub fn decode(line: &'a [u8]) -> Option<HotHeartbeat<'a>> {
-        let req: HotRequest<'a> = serde_json::from_slice(line).ok()?;
-        let p = req.params;
-        if req.method != "heartbeat" || p.name.is_empty() {
-            return None;
+    req: &HeartbeatRequest<'_>,
+    out: &mut Replies<'_>,
+    wr: &mut Writer,
+) -> std::io::Result<()> {
+    let beat = match &shared.replica {
+        Some(replica) => req.apply(replica.node(), peer.origin()).await,
+        None => req.apply(&*shared.store, peer.origin()).await,
+    };
+    let dispatch = &*shared.dispatch;
+    out.line.clear();
+    let durable = match beat {
+        Ok(Beat::Published(ticket)) if req.plain() => {
+            // Answered with the ticket's LSN, in order, when no request is
+            // buffered: no worker is blocked; the mirror wakes the watchers.
+            let name = &req.name;
+            let prefix = |line: &mut Vec<u8>| heartbeat::write_ok_prefix(&id, name, line);
+            out.pipeline.push(id.clone(), ticket, prefix);
+            return Ok(());
         }
-        let at = match p.at {
-            Some(t) => Some(in_bounds(Timestamp::parse_rfc3339(&t).ok()?)?),
-            None => None,
-        };
-        Some(HotHeartbeat {
-            id: req.id,
-            name: p.name,
-            pid: p.pid,
-            at,
-            durable: p.durable == Some(true),
-        })
-    }
-
-    /// Writes the success reply for `lsn`:
-    /// `{"id":…,"result":{"agent":…,"lsn":…}}`, keys in the order
-    /// serde_json's maps serialize them.
-    pub fn write_ok(&self, lsn: Lsn, out: &mut Vec<u8>) {
-        self.write_ok_prefix(out);
-        serde_json::to_writer(&mut *out, &lsn).expect("a number always serializes");
-        out.extend_from_slice(b"}}\n");
-    }
-
-    /// The success reply up to its LSN (the rest is `LSN}}\n`).
-    fn write_ok_prefix(&self, out: &mut Vec<u8>) {
-        let json = "a string or a JSON value always serializes";
-        out.extend_from_slice(b"{\"id\":");
-        serde_json::to_writer(&mut *out, &self.id).expect(json);
-        out.extend_from_slice(b",\"result\":{\"agent\":");
-        serde_json::to_writer(&mut *out, self.name.as_ref()).expect(json);
-        out.extend_from_slice(b",\"lsn\":");
-    }
-
-    /// The error reply line for `e`.
-    fn write_error(self, e: &ErrorReply, out: &mut Vec<u8>) {
-        let mut doc =
-            serde_json::to_vec(&error_doc(self.id, e)).expect("a JSON value always serializes");
-        doc.push(b'\n');
-        out.extend_from_slice(&doc);
-    }
-
-    /// A replica's heartbeat: published through the stream, its response
-    /// line written to `out` once the mirror folded it.
-    async fn answer_replicated(
-        self,
-        replica: &super::replica::Replica,
-        peer: &Peer,
-        out: &mut Vec<u8>,
-    ) {
-        let beat = replica
-            .heartbeat(peer.origin(), &self.name, self.pid, self.at, self.durable)
-            .await;
-        match beat {
-            Ok(lsn) => self.write_ok(lsn, out),
-            Err(e) => self.write_error(&e, out),
-        }
-    }
-
-    /// Appends the heartbeat (lazily) and writes its response line to `out`
-    /// (what the general path would send); the LSN appended, if any.
-    fn answer(self, store: &crate::store::Store, peer: &Peer, out: &mut Vec<u8>) -> Option<Lsn> {
-        let beat = with_origin(peer.origin(), || {
-            store.heartbeat(&self.name, self.pid, self.at)
-        });
-        match beat {
-            Ok(lsn) => {
-                self.write_ok(lsn, out);
-                Some(lsn)
+        Ok(Beat::Published(ticket)) => {
+            // The CLI's text: after the replies before it.
+            out.pipeline.settle(wr).await?;
+            match ticket.wait().await {
+                Ok(lsn) => req.write_ok(&id, lsn, dispatch, &mut out.line),
+                Err(e) => {
+                    let e = super::replica::reply_error(e);
+                    heartbeat::write_error(id, &e, &mut out.line);
+                }
             }
-            Err(e) => {
-                self.write_error(&ErrorReply::from_error(&e, false), out);
-                None
-            }
+            None
         }
+        Ok(Beat::Appended(lsn)) => {
+            out.wake.pending = true;
+            req.write_ok(&id, lsn, dispatch, &mut out.line);
+            None
+        }
+        Ok(Beat::Fsync(lsn)) => {
+            out.wake.pending = true;
+            req.write_ok(&id, lsn, dispatch, &mut out.line);
+            Some((id, lsn))
+        }
+        Err(e) => {
+            // Answered after the replies before it.
+            out.pipeline.settle(wr).await?;
+            heartbeat::write_error(id, &e, &mut out.line);
+            None
+        }
+    };
+    if durable.is_none() && out.held.is_empty() {
+        return wr.write_all(&out.line).await;
     }
+    if out.held.hold(&out.line, durable) {
+        out.held.settle(&shared.syncer, wr).await?;
+    }
+    Ok(())
 }
 
 /// Runs one request.
@@ -503,11 +393,9 @@ async fn answer(
         return out;
     }
     if method == "heartbeat" {
-        if let Some(hb) = FastHeartbeat::parse(&params) {
-            let out = hb.run(shared, peer).await;
-            shared.committed.notify_waiters();
-            return out;
-        }
+        // The connection answers every heartbeat the decoder takes; the
+        // dispatcher never runs one.
+        return Err(heartbeat::refusal(&**d, &params));
     }
     let (store, dispatch, origin) = (shared.store.clone(), d.clone(), peer.origin());
     let access = PeerAccess {
@@ -549,76 +437,6 @@ fn hello(shared: &Shared, peer: &Peer, writer: bool) -> Value {
     })
 }
 
-/// A plain heartbeat (`name`, optional `pid`, `at`, `durable`), run without
-/// the dispatcher: the hot path of agent fleets. Anything else about the
-/// parameters (an unknown key, a bad time) goes to the dispatcher, which
-/// reports it exactly as the CLI would.
-struct FastHeartbeat {
-    name: String,
-    pid: Option<u32>,
-    at: Option<Timestamp>,
-    durable: bool,
-}
-
-impl FastHeartbeat {
-    fn parse(p: &Map<String, Value>) -> Option<FastHeartbeat> {
-        let mut hb = FastHeartbeat {
-            name: String::new(),
-            pid: None,
-            at: None,
-            durable: false,
-        };
-        for (k, v) in p {
-            match (k.as_str(), v) {
-                ("name", Value::String(s)) => hb.name.clone_from(s),
-                ("pid", Value::Number(n)) => hb.pid = Some(u32::try_from(n.as_u64()?).ok()?),
-                ("at", Value::String(s)) => hb.at = Some(Timestamp::parse_rfc3339(s).ok()?),
-                ("durable", Value::Bool(b)) => hb.durable = *b,
-                _ => return None,
-            }
-        }
-        (!hb.name.is_empty()).then_some(hb)
-    }
-
-    async fn run(self, shared: &Arc<Shared>, peer: &Peer) -> super::Outcome {
-        if let Some(at) = self.at.filter(|&t| in_bounds(t).is_none()) {
-            return Err(future_refusal(at));
-        }
-        if let Some(replica) = &shared.replica {
-            let lsn = replica
-                .heartbeat(peer.origin(), &self.name, self.pid, self.at, self.durable)
-                .await?;
-            return Ok((json!({"agent": self.name, "lsn": lsn}), 0));
-        }
-        let store = shared.store.clone();
-        let origin = peer.origin();
-        let beat = move || {
-            with_origin(origin, || {
-                let lsn = store.heartbeat(&self.name, self.pid, self.at)?;
-                if self.durable {
-                    store.log().wait_durable(lsn)?;
-                }
-                Ok::<_, crate::store::StoreError>((self.name, lsn))
-            })
-        };
-        let out = if self.durable {
-            match tokio::task::spawn_blocking(beat).await {
-                Ok(r) => r,
-                Err(e) => {
-                    let msg = format!("internal error running the request: {e}");
-                    return Err(ErrorReply::new(code::FAILED, msg, 1));
-                }
-            }
-        } else {
-            beat()
-        };
-        match out {
-            Ok((name, lsn)) => Ok((json!({"agent": name, "lsn": lsn}), 0)),
-            Err(e) => Err(ErrorReply::from_error(&e, false)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,104 +454,5 @@ mod tests {
         assert_eq!((id, e.code.as_str()), (json!("x"), code::BAD_REQUEST));
         let (_, e) = parse(br#"{"method":"list","params":[1]}"#).err().unwrap();
         assert_eq!(e.code, code::BAD_REQUEST);
-        assert!(FastHeartbeat::parse(&Map::new()).is_none());
-        let p = json!({"name": "w", "pid": 5, "durable": true});
-        let hb = FastHeartbeat::parse(p.as_object().unwrap()).unwrap();
-        assert_eq!((hb.name.as_str(), hb.pid, hb.durable), ("w", Some(5), true));
-        let p = json!({"name": "w", "render": "text"});
-        assert!(FastHeartbeat::parse(p.as_object().unwrap()).is_none());
-        // A future time is refused when it runs, as the CLI refuses it.
-        let p = json!({"name": "w", "at": "9999-12-31T00:00:00Z", "durable": true});
-        let hb = FastHeartbeat::parse(p.as_object().unwrap()).unwrap();
-        let e = future_refusal(hb.at.unwrap());
-        assert_eq!((e.code.as_str(), e.exit), (code::USAGE, 2));
-        assert!(e.message.contains("more than 5 minutes after the clock"));
-    }
-
-    /// The hot path takes only the plain lazy heartbeat; everything else
-    /// goes to the general path, which answers it as before.
-    #[test]
-    fn hot_path_shape() {
-        let hot = |l: &str| HotHeartbeat::decode(l.as_bytes()).is_some();
-        for l in [
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a"}}"#,
-            r#"{"method":"heartbeat","params":{"name":"a","pid":7,"durable":false}}"#,
-            r#"{"id":2,"method":"heartbeat","params":{"durable":true,"name":"a"}}"#,
-            r#"{"params":{"at":"2026-01-02T03:04:05Z","name":"a\u00e9"},"id":"x","method":"heartbeat"}"#,
-            r#"{"id":{"k":[1,null]},"method":"heartbeat","params":{"name":"a"}}"#,
-        ] {
-            assert!(hot(l), "{l}");
-        }
-        for l in [
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","pid":null}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","durable":null}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","pid":-1}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","render":"text"}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","at":"yesterday"}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","at":"9999-12-31T00:00:00Z"}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a","name":"b"}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":""}}"#,
-            r#"{"id":1,"method":"heartbeat","params":null}"#,
-            r#"{"id":1,"method":"heartbeat"}"#,
-            r#"{"id":1,"method":"status","params":{"name":"a"}}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a"},"extra":1}"#,
-            r#"{"id":1,"method":"heartbeat","params":{"name":"a"}"#,
-            "   ",
-        ] {
-            assert!(!hot(l), "{l}");
-        }
-    }
-
-    /// A hot-path reply is byte for byte the general path's, for success
-    /// and for a refusal.
-    #[test]
-    fn hot_path_replies_match_the_general_form() {
-        use crate::registry::Registration;
-        use crate::store::{Store, StoreOptions};
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-        store
-            .register(Registration::new("w\"é", "claude", "/tmp"), None)
-            .unwrap();
-        let peer = Peer {
-            uid: 1,
-            gid: 1,
-            pid: Some(2),
-        };
-        for (line, agent) in [
-            (
-                r#"{"id":"7\n","method":"heartbeat","params":{"name":"w\"\u00e9"}}"#,
-                "w\"é",
-            ),
-            (
-                r#"{"id":[1.5,{"b":1,"a":2}],"method":"heartbeat","params":{"name":"w\"é"}}"#,
-                "w\"é",
-            ),
-            (
-                r#"{"id":3,"method":"heartbeat","params":{"name":"ghost"}}"#,
-                "ghost",
-            ),
-        ] {
-            let hb = HotHeartbeat::decode(line.as_bytes()).unwrap();
-            let id = hb.id.clone();
-            let mut got = Vec::new();
-            let appended = hb.answer(&store, &peer, &mut got).is_some();
-            let general = parse(line.as_bytes()).ok().unwrap();
-            assert_eq!(general.id, id);
-            let want = if appended {
-                let lsn = store.applied_lsn();
-                json!({"id": id, "result": {"agent": agent, "lsn": lsn}})
-            } else {
-                let e = store.heartbeat(agent, None, None).unwrap_err();
-                error_doc(id, &ErrorReply::from_error(&e, false))
-            };
-            let mut want = serde_json::to_vec(&want).unwrap();
-            want.push(b'\n');
-            assert_eq!(
-                String::from_utf8(got).unwrap(),
-                String::from_utf8(want).unwrap()
-            );
-            assert_eq!(appended, agent != "ghost");
-        }
     }
 }

@@ -23,6 +23,7 @@ mod deadline;
 mod durable;
 mod error;
 pub(crate) mod frame;
+pub(crate) mod heartbeat;
 mod http;
 pub mod reach;
 mod replica;
@@ -185,6 +186,17 @@ pub trait Dispatch: Send + Sync + 'static {
     fn path_param(&self, _method: &str, _params: &Map<String, Value>) -> Option<String> {
         None
     }
+    /// The usage error the CLI grammar gives `params` of `method`, if it
+    /// refuses them; nothing runs. The daemon answers a heartbeat itself
+    /// ([`heartbeat`]) and asks this only for one it cannot decode, so the
+    /// refusal stays in the CLI's words. Default: none.
+    fn refusal(&self, _method: &str, _params: &Map<String, Value>) -> Option<ErrorReply> {
+        None
+    }
+    /// What the CLI prints for a write `what` of `agent` applied at `lsn`
+    /// (with `json`, what `--json` prints): the text of a heartbeat's
+    /// `render: "text"` reply.
+    fn applied_text(&self, agent: &str, lsn: Lsn, what: &str, json: bool) -> String;
 }
 
 /// Settings of `agentlog serve`.

@@ -7,10 +7,11 @@
 //! * the node is installed as the store's command sink, so the CLI's
 //!   command code, which the daemon runs on the blocking pool, writes
 //!   through the stream unchanged; reads are served from the mirror;
-//! * heartbeats on the connection tasks (the hot path) never block a
-//!   worker: a lazy one joins the host's heartbeat batch and its reply
-//!   waits in the connection's [`Pipeline`] (many in flight per
-//!   connection, answered in order); a durable one awaits its own publish;
+//! * heartbeats on the connection tasks (the daemon's one heartbeat path,
+//!   [`super::heartbeat`]) never block a worker: a lazy one joins the
+//!   host's heartbeat batch, a durable one awaits its own publish, and the
+//!   reply waits in the connection's [`Pipeline`] (many in flight per
+//!   connection, answered in order);
 //! * every record the mirror folds (this host's writes and other hosts')
 //!   wakes the watchers and waiting reads;
 //! * the periodic sweep of leases runs only on the host holding the fleet's
@@ -28,7 +29,6 @@ use super::{ErrorReply, ServeError, ServeResult};
 use crate::cluster::{
     ClusterError, ClusterNode, ClusterOptions, HeartbeatTicket, LeaseKey, SweepLease,
 };
-use crate::registry::codec::Origin;
 use crate::registry::Lsn;
 use crate::store::{CommandSink, Store, StoreError};
 use crate::time::Timestamp;
@@ -155,35 +155,10 @@ impl Replica {
         }))
     }
 
-    /// A heartbeat from a connection task: published and awaited without
-    /// blocking a worker; answered with its LSN once folded here.
-    pub async fn heartbeat(
-        &self,
-        origin: Origin,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-        durable: bool,
-    ) -> Result<Lsn, ErrorReply> {
-        self.node
-            .heartbeat_acked(Some(origin), agent, pid, at, durable)
-            .await
-            .map_err(reply_error)
-    }
-
-    /// A lazy heartbeat validated and added to the host's heartbeat batch;
-    /// the ticket gives its LSN (the batch's sequence) once folded here.
-    pub async fn heartbeat_lazy(
-        &self,
-        origin: Origin,
-        agent: &str,
-        pid: Option<u32>,
-        at: Option<Timestamp>,
-    ) -> Result<HeartbeatTicket, ErrorReply> {
-        self.node
-            .heartbeat_batched(Some(origin), agent, pid, at)
-            .await
-            .map_err(reply_error)
+    /// The node a connection applies heartbeats through
+    /// ([`super::heartbeat::HeartbeatSink`]): without blocking a worker.
+    pub fn node(&self) -> &ClusterNode {
+        &self.node
     }
 
     /// The duties of a replica: wake `committed` on every record the mirror
@@ -238,7 +213,7 @@ impl Replica {
     }
 }
 
-fn reply_error(e: ClusterError) -> ErrorReply {
+pub(crate) fn reply_error(e: ClusterError) -> ErrorReply {
     ErrorReply::from_error(&StoreError::from(e), false)
 }
 

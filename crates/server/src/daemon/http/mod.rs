@@ -437,6 +437,9 @@ mod tests {
         fn agent_json(&self, a: &Agent) -> Value {
             json!(a.name)
         }
+        fn applied_text(&self, agent: &str, lsn: Lsn, what: &str, _: bool) -> String {
+            format!("{agent}: {what} {lsn}")
+        }
     }
 
     async fn ready(http: &Arc<Http>) -> (StatusCode, Value) {

@@ -266,6 +266,9 @@ mod tests {
         fn agent_json(&self, a: &Agent) -> Value {
             json!({"name": a.name, "status": a.status.as_str(), "last_active": a.last_active.as_millis()})
         }
+        fn applied_text(&self, agent: &str, lsn: Lsn, what: &str, _: bool) -> String {
+            format!("{agent}: {what} {lsn}")
+        }
     }
 
     const T0: Timestamp = Timestamp::from_secs(1_900_000_000);
