@@ -43,6 +43,7 @@ mod origin;
 mod read_only;
 mod replica;
 mod runtime;
+mod stamps;
 mod statefiles;
 mod wait;
 
@@ -226,6 +227,8 @@ struct Core {
     sink: OnceLock<Weak<dyn CommandSink>>,
     /// The fleet this store is a replica of (`<dir>/replica.json`).
     replica_of: OnceLock<String>,
+    /// The published files last seen clean (`stamps`).
+    stamps: stamps::Stamps,
 }
 
 impl Core {
@@ -342,6 +345,7 @@ impl Store {
             snap: checkpoint::SnapShared::new(report.snapshot_lsn),
             sink: OnceLock::new(),
             replica_of,
+            stamps: stamps::Stamps::default(),
             opts,
             report,
         });
