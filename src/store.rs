@@ -535,6 +535,18 @@ impl Store {
         Ok(lsn)
     }
 
+    /// Whether [`Store::heartbeat`] of `agent` may wait on the file system
+    /// now: it is durable, or its append may switch segments or wait for a
+    /// switch under way ([`crate::log::Log::append_may_wait`]). An async
+    /// caller runs such a heartbeat off its worker.
+    pub fn heartbeat_may_block(&self, agent: &str) -> bool {
+        // Above any heartbeat's encoding (time, pid, origin stamp): a bound
+        // too high only moves the last few of a segment off the worker.
+        const ENCODING: usize = 256;
+        self.core.opts.heartbeat_durability == Durability::Durable
+            || self.core.log.append_may_wait(agent.len() + ENCODING)
+    }
+
     pub fn set_status(
         &self,
         agent: &str,

@@ -453,7 +453,7 @@ impl<'a> HotHeartbeat<'a> {
     /// (what the general path would send); the LSN appended, if any.
     fn answer(self, store: &crate::store::Store, peer: &Peer, out: &mut Vec<u8>) -> Option<Lsn> {
         let beat = with_origin(peer.origin(), || {
-            store.heartbeat(&self.name, self.pid, self.at)
+            super::blocking::heartbeat(store, &self.name, self.pid, self.at)
         });
         match beat {
             Ok(lsn) => {
@@ -595,7 +595,7 @@ impl FastHeartbeat {
         let origin = peer.origin();
         let beat = move || {
             with_origin(origin, || {
-                let lsn = store.heartbeat(&self.name, self.pid, self.at)?;
+                let lsn = super::blocking::heartbeat(&store, &self.name, self.pid, self.at)?;
                 if self.durable {
                     store.log().wait_durable(lsn)?;
                 }
