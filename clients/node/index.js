@@ -16,6 +16,7 @@
  * connection rejects every pending call with `Closed`.
  */
 
+const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
@@ -160,13 +161,14 @@ function connectLines(socketPath, onLine, onEnd) {
       }
     };
     sock.once('error', onConnectError);
+    keepRefusal(sock, (chunk) => feed(chunk));
     sock.once('connect', () => {
       sock.removeListener('error', onConnectError);
       sock.on('error', (e) => onEnd(new Closed(`connection lost: ${e.message}`, 'closed')));
       sock.on('close', () => onEnd(new Closed('the daemon closed the connection', 'closed')));
       resolve(sock);
     });
-    sock.on('data', (chunk) => {
+    const feed = (chunk) => {
       let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
       let start = 0;
       let nl;
@@ -175,8 +177,36 @@ function connectLines(socketPath, onLine, onEnd) {
         start = nl + 1;
       }
       pending = start < buf.length ? buf.subarray(start) : null;
-    });
+    };
+    sock.on('data', feed);
   });
+}
+
+/**
+ * A daemon that refuses a connection (too many of its class, shutting
+ * down) writes its reason and closes, perhaps before this client's first
+ * write: that write then fails with EPIPE (or the read with ECONNRESET)
+ * and Node closes the socket with the reason still unread. Before it
+ * does, what the socket holds is read (non-blocking) and handed to
+ * `feed`, so the caller gets the daemon's error, not "write EPIPE" (as
+ * the Rust and Python clients do). Node offers no public hook there:
+ * this wraps the socket's `_destroy` and reads its descriptor.
+ */
+function keepRefusal(sock, feed) {
+  const destroy = sock._destroy;
+  sock._destroy = function (err, cb) {
+    const fd = this._handle && this._handle.fd;
+    if (err && (err.code === 'EPIPE' || err.code === 'ECONNRESET') && Number.isInteger(fd) && fd >= 0) {
+      const buf = Buffer.alloc(64 * 1024);
+      try {
+        const n = fs.readSync(fd, buf, 0, buf.length, null);
+        if (n > 0) feed(buf.subarray(0, n));
+      } catch (_) {
+        // Nothing left to read (EAGAIN) or the read failed: the error stands.
+      }
+    }
+    return destroy.call(this, err, cb);
+  };
 }
 
 class Client {

@@ -392,3 +392,87 @@ fn a_malformed_state_json_is_left_as_it_is_with_one_warning_naming_it() {
         warnings[0]
     );
 }
+
+/// The daemon's count of files its publish side read (`hello`).
+fn publish_file_reads(store: &Store) -> u64 {
+    let mut c = Conn::connect(&store.dir);
+    c.call(json!({"id": 0, "method": "hello"}))["result"]["publish_file_reads"]
+        .as_u64()
+        .expect("hello reports publish_file_reads")
+}
+
+#[test]
+fn an_idle_daemon_reads_no_published_file_yet_ingests_foreign_writes_in_place_or_replaced() {
+    let store = Store::new();
+    let agents = 12;
+    for i in 0..agents {
+        store.ok(&[
+            "register",
+            &format!("a{i}"),
+            "--provider",
+            "claude",
+            "--cwd",
+            "/w",
+            "--short-id",
+            &format!("sid{i:05}"),
+        ]);
+    }
+    let d = Daemon::start(&store.dir, &["--publish-every-ms", "50"]);
+    for i in 0..agents {
+        eventually("every state.json", || {
+            read_json(&state_path(&store, &format!("sid{i:05}")))
+        });
+    }
+    one_whole_publish(&store);
+    // Nothing changes: periodic checks and a publish (a command on another
+    // agent's row that state.json does not show) only stat the files.
+    let idle = publish_file_reads(&store);
+    store.ok(&["heartbeat", "a0"]);
+    one_whole_publish(&store);
+    one_whole_publish(&store);
+    assert_eq!(publish_file_reads(&store), idle, "an idle check read files");
+
+    // A foreign write in place that keeps the inode and the size ("live"
+    // → "idle"): its stamps (mtime, ctime) changed, so it is read and taken.
+    let path = state_path(&store, "sid00003");
+    let before = std::fs::metadata(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replace("\"status\": \"live\"", "\"status\": \"idle\"");
+    assert_eq!(edited.len(), text.len());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .write_all(edited.as_bytes())
+        .unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), before.ino());
+    eventually("a3 idle from its state.json", || {
+        (show(&store, "a3")["status"] == "idle").then_some(())
+    });
+    let status = logged(&store, "ExternalChange", "a3");
+    assert_eq!(status.len(), 1, "{status:?}");
+    // Upstream's write (a new inode) to another agent's file is taken too.
+    let other = state_path(&store, "sid00007");
+    let mut theirs = read_json(&other).unwrap();
+    theirs["status"] = json!("orphaned");
+    foreign_write(
+        &other,
+        serde_json::to_string_pretty(&theirs).unwrap().as_bytes(),
+    );
+    eventually("a7 orphaned from its state.json", || {
+        (show(&store, "a7")["status"] == "orphaned").then_some(())
+    });
+    one_whole_publish(&store);
+    // Per foreign write, the check reads the pair and the publish reads it
+    // again under the lock: nothing else was read.
+    let after = publish_file_reads(&store);
+    assert!(
+        after - idle <= 2 * 4,
+        "{} files read for two foreign writes",
+        after - idle
+    );
+    one_whole_publish(&store);
+    assert_eq!(publish_file_reads(&store), after);
+    let (status, stderr) = d.stop();
+    assert!(status.success(), "{status}: {stderr}");
+}

@@ -390,3 +390,72 @@ fn the_rust_client_reads_a_latest_watch_past_its_present_line() {
     let present = present.expect("a present item");
     assert_eq!(present["agents"], json!(["w1"]), "{present}");
 }
+
+/// The daemon's threads now (`/proc/<pid>/task`).
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .count()
+}
+
+#[test]
+fn sixty_four_watchers_share_a_bounded_set_of_reader_threads_and_each_gets_every_event() {
+    let s = Store::new();
+    let d = Daemon::start(&s.dir, &[]);
+    let pid = d.pid();
+    let mut w = Conn::connect(&s.dir);
+    register(&mut w, "t1");
+    // The threads of a daemon serving one writer and one watcher.
+    let mut first = watch(&s.dir, json!({}));
+    heartbeats(&mut w, "t1", 200);
+    for _ in 0..200 {
+        let r = first.recv().unwrap();
+        assert!(r["event"]["lsn"].is_u64(), "{r}");
+    }
+    let one = threads(pid);
+
+    // 63 more, some filtered; each step of each watcher is a log read off
+    // the async workers.
+    let from = 202;
+    let mut watchers: Vec<Conn> = (0..63)
+        .map(|i| match i % 3 {
+            0 => watch(&s.dir, json!({"from": from, "agent": "t1"})),
+            1 => watch(&s.dir, json!({"from": from, "kinds": ["Heartbeat"]})),
+            _ => watch(&s.dir, json!({"from": from})),
+        })
+        .collect();
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (peak, done) = (peak.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(threads(pid), std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    // One commit at a time, so every watcher wakes for each.
+    let n = 300;
+    for _ in 0..n {
+        heartbeats(&mut w, "t1", 1);
+    }
+    for (i, c) in watchers.iter_mut().enumerate() {
+        for k in 0..n {
+            let r = c.recv().unwrap();
+            let lsn = r["event"]["lsn"].as_u64();
+            assert_eq!(lsn, Some(from + k as u64), "watcher {i}: {r}");
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    sampler.join().unwrap();
+    let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("daemon threads: {one} with one watcher, at most {peak} with 64");
+    // The readers are a fixed pool; a few threads of slack for the
+    // daemon's own duties (publish, snapshot) that may start meanwhile.
+    assert!(
+        peak <= one + 4,
+        "{peak} threads with 64 watchers, {one} with one"
+    );
+    drop(d);
+}

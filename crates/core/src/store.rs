@@ -43,6 +43,7 @@ mod origin;
 mod read_only;
 mod replica;
 mod runtime;
+mod stamps;
 mod statefiles;
 mod wait;
 
@@ -226,6 +227,8 @@ struct Core {
     sink: OnceLock<Weak<dyn CommandSink>>,
     /// The fleet this store is a replica of (`<dir>/replica.json`).
     replica_of: OnceLock<String>,
+    /// The published files last seen clean (`stamps`).
+    stamps: stamps::Stamps,
 }
 
 impl Core {
@@ -342,6 +345,7 @@ impl Store {
             snap: checkpoint::SnapShared::new(report.snapshot_lsn),
             sink: OnceLock::new(),
             replica_of,
+            stamps: stamps::Stamps::default(),
             opts,
             report,
         });
@@ -529,6 +533,18 @@ impl Store {
         crate::telemetry::appended(started, [crate::registry::tag::HEARTBEAT]);
         self.finish(Some(lsn), self.core.opts.heartbeat_durability)?;
         Ok(lsn)
+    }
+
+    /// Whether [`Store::heartbeat`] of `agent` may wait on the file system
+    /// now: it is durable, or its append may switch segments or wait for a
+    /// switch under way ([`crate::log::Log::append_may_wait`]). An async
+    /// caller runs such a heartbeat off its worker.
+    pub fn heartbeat_may_block(&self, agent: &str) -> bool {
+        // Above any heartbeat's encoding (time, pid, origin stamp): a bound
+        // too high only moves the last few of a segment off the worker.
+        const ENCODING: usize = 256;
+        self.core.opts.heartbeat_durability == Durability::Durable
+            || self.core.log.append_may_wait(agent.len() + ENCODING)
     }
 
     pub fn set_status(

@@ -22,7 +22,7 @@
 
 // The core's modules under their own names (see above).
 pub(crate) use agentlog_core::{
-    coexist, compact, export, log, model, probe, registry, store, telemetry, time,
+    compact, export, log, model, probe, registry, store, telemetry, time,
 };
 
 pub mod cluster;

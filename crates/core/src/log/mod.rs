@@ -40,7 +40,7 @@ mod view;
 use std::fs;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -100,12 +100,23 @@ struct Inner {
     segs: Mutex<Arc<Vec<Arc<Segment>>>>,
     last_lsn: AtomicU64,
     sealed_end: AtomicU64,
+    /// Bytes a record may still take in the active segment, and whether a
+    /// segment switch is under way: read without the writer lock by
+    /// [`Log::append_may_wait`].
+    room: AtomicUsize,
+    switching: AtomicBool,
     next_segment_id: AtomicU64,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
     poison: OnceLock<String>,
     gen: Mutex<GenState>,
     budget: Option<Arc<AtomicI64>>,
+}
+
+/// The bytes a record may take in a segment of `len` bytes written up to
+/// `end` (the seal's reserve kept).
+fn room_after(len: usize, end: usize) -> usize {
+    len.saturating_sub(end + seal::SEAL_RESERVE)
 }
 
 /// A writer over one log directory. `Send + Sync`; all methods take `&self`.
@@ -167,6 +178,7 @@ impl Log {
         let last = opened.next_lsn - 1;
         let sealed_end = opened.active.hdr.first_lsn;
         let dir_fd = fs::File::open(dir).map_err(|e| LogError::io(dir, e))?;
+        let room = room_after(opened.active.map.len(), opened.active.end());
         let inner = Arc::new(Inner {
             dir: dir.to_path_buf(),
             dir_fd,
@@ -181,6 +193,8 @@ impl Log {
             segs: Mutex::new(Arc::new(opened.segs)),
             last_lsn: AtomicU64::new(last),
             sealed_end: AtomicU64::new(sealed_end),
+            room: AtomicUsize::new(room),
+            switching: AtomicBool::new(false),
             next_segment_id: AtomicU64::new(opened.next_segment_id),
             sync: Mutex::new(SyncState {
                 synced: opened.durable_lsn,
@@ -280,6 +294,16 @@ impl Log {
             inner.wait_durable(last)?;
         }
         Ok(first..=last)
+    }
+
+    /// Whether appending a record of `len` bytes now may wait on the file
+    /// system: it does not fit the active segment (the append switches
+    /// segments: seal, msync, fsyncs, hole punch), or a switch is under way
+    /// (the append waits for its writer lock). Read without a lock, so a
+    /// hint: an async caller runs such an append off its worker.
+    pub fn append_may_wait(&self, len: usize) -> bool {
+        self.inner.switching.load(Ordering::Acquire)
+            || record_size(len) > self.inner.room.load(Ordering::Acquire)
     }
 
     /// Make everything appended so far durable.
@@ -555,6 +579,8 @@ impl Inner {
     }
 
     fn publish(&self, w: &mut Writer, end: usize, last: Lsn) {
+        self.room
+            .store(room_after(w.active.map.len(), end), Ordering::Release);
         w.write_off = end;
         w.next_lsn = last + 1;
         w.active.end.store(end, Ordering::Release);
@@ -579,6 +605,21 @@ impl Inner {
 
     /// [`Inner::rotate`] with the successor's size chosen by `successor`.
     fn rotate_sized(&self, w: &mut Writer, need: usize, successor: Successor) -> Result<()> {
+        self.switching.store(true, Ordering::Release);
+        let out = self.rotate_switching(w, need, successor);
+        self.room.store(
+            room_after(w.active.map.len(), w.write_off),
+            Ordering::Release,
+        );
+        self.switching.store(false, Ordering::Release);
+        out
+    }
+
+    fn rotate_switching(&self, w: &mut Writer, need: usize, successor: Successor) -> Result<()> {
+        #[cfg(any(test, feature = "fault-injection"))]
+        if let Some(d) = self.opts.faults.switch_delay {
+            std::thread::sleep(d);
+        }
         let ahead = w.prepared.take().map(|h| {
             h.join().unwrap_or_else(|_| {
                 Err(LogError::InvalidArgument(

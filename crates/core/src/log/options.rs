@@ -50,6 +50,9 @@ pub struct FaultInjection {
     pub fail_syncs: bool,
     /// Fail a compaction at this step.
     pub fail_compaction_at: Option<CompactionStep>,
+    /// Sleep this long in each segment switch, under the writer lock: a
+    /// slow seal msync or directory fsync.
+    pub switch_delay: Option<Duration>,
 }
 
 /// Options of a writer.

@@ -14,6 +14,7 @@
 //! `permanent_dead`); a finished holder is replaced by the imported row,
 //! exactly as a registration starts a new life of a finished name.
 
+use super::stamps::Stamp;
 use super::{Store, StoreError, StoreResult};
 use crate::export::ExportReport;
 use crate::import;
@@ -108,8 +109,8 @@ impl Store {
             self.append_external(&events)?;
         }
         // The state.json files of the fold as registry.json's changes left it.
-        let targets = self.with_state(|s, _| crate::state_json::targets(s, &path));
-        let mut states = super::statefiles::HeldStates::lock(targets);
+        let targets = self.state_targets(&path);
+        let mut states = super::statefiles::HeldStates::lock(targets, &self.core.stamps);
         let events = states.changes(self, Timestamp::now());
         ingested += events.len();
         self.append_external(&events)?;
@@ -122,8 +123,15 @@ impl Store {
             },
         )?;
         crate::export::publish_locked(&path, &bytes)?;
+        let stamps = &self.core.stamps;
+        stamps.forget(&path);
         crate::coexist::record_published(&path, &bytes)
             .map_err(crate::export::ExportError::from)?;
+        // Stamped under both writers' locks, after the writes.
+        let base = crate::coexist::base_path(&path);
+        if let (Some(at), Some(base_at)) = (Stamp::at(&path), Stamp::at(&base)) {
+            stamps.record(&path, at, base_at, &bytes);
+        }
         let states_written = states.publish(self);
         Ok(Published {
             report,
@@ -132,6 +140,34 @@ impl Store {
             states_written,
             state_problems: states.problems,
         })
+    }
+
+    /// Whether `registry.json` (at `StoreOptions::export_path`) differs
+    /// from what agentlog last published there
+    /// (`crate::coexist::changed_on_disk`), read only when its stamps or
+    /// its copy's changed since the last publish (`super::stamps`). An
+    /// error counts as a change (the publish then reports it).
+    pub fn registry_changed(&self) -> bool {
+        let Some(path) = self.core.opts.export_path.as_deref() else {
+            return false;
+        };
+        let stamps = &self.core.stamps;
+        let base = crate::coexist::base_path(path);
+        if stamps.clean_hash(path, &base).is_some() {
+            return false;
+        }
+        match (stamps.read(path), stamps.read(&base)) {
+            (Ok(Some((at, disk))), Ok(Some((base_at, copy)))) => {
+                if disk != copy {
+                    return true;
+                }
+                stamps.record(path, at, base_at, &disk);
+                false
+            }
+            // Missing, either: nothing to ingest (`changed_on_disk`'s rule).
+            (Ok(_), Ok(_)) => false,
+            _ => true,
+        }
     }
 
     /// Imports a `registry.json` of any upstream schema (see `crate::import`) as one

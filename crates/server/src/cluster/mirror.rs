@@ -559,7 +559,9 @@ pub(super) async fn fold(
             shared.announce(before);
         }
     }
-    match shared.apply(seq, subject, payload) {
+    // A segment switch (msync, fsyncs) under `folded`'s lock, off the worker.
+    let may_wait = shared.store.log().append_may_wait(payload.len());
+    match crate::daemon::blocking::off_worker(may_wait, || shared.apply(seq, subject, payload)) {
         Ok(()) => {}
         // The record itself is the problem, on every host alike: refused,
         // and the mirror goes on (see the module docs).

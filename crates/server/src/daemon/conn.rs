@@ -433,6 +433,7 @@ fn hello(shared: &Shared, peer: &Peer, writer: bool) -> Value {
         "reads_waiting": shared.waiting_reads.load(Ordering::Relaxed),
         "compaction_rounds": shared.compaction_rounds.load(Ordering::Relaxed),
         "publish_rounds": shared.publish_rounds.load(Ordering::Relaxed),
+        "publish_file_reads": shared.store.publish_file_reads(),
         "replica": shared.replica.as_ref().map(|r| r.describe()),
     })
 }

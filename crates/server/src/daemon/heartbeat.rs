@@ -265,7 +265,9 @@ impl HeartbeatSink for Store {
         origin: Origin,
         hb: &HeartbeatRequest<'_>,
     ) -> impl Future<Output = Result<Beat, ErrorReply>> + Send {
-        let beat = with_origin(origin, || self.heartbeat(&hb.name, hb.pid, hb.at));
+        let beat = with_origin(origin, || {
+            super::blocking::heartbeat(self, &hb.name, hb.pid, hb.at)
+        });
         std::future::ready(match beat {
             Ok(lsn) if hb.durable => Ok(Beat::Fsync(lsn)),
             Ok(lsn) => Ok(Beat::Appended(lsn)),

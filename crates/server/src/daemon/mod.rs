@@ -17,6 +17,7 @@
 
 mod accept;
 pub mod access;
+pub(crate) mod blocking;
 pub mod client;
 pub(crate) mod conn;
 mod deadline;

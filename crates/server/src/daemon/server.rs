@@ -541,9 +541,9 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
     if let Some(p) = shared.opts.probe_every {
         duties.push(super::reach::start(shared, p));
     }
-    if let (Some(p), Some(path)) = (
+    if let (Some(p), Some(_)) = (
         shared.opts.publish_every,
-        shared.store.options().export_path.clone(),
+        shared.store.options().export_path.as_ref(),
     ) {
         // Published by `first_publish` at this LSN; the state.json files
         // it left as they were (warned about once per content).
@@ -554,9 +554,8 @@ fn start_duties(shared: &Arc<Shared>) -> Vec<tokio::task::JoinHandle<()>> {
             let (last, bad) = &mut *guard;
             // Another writer's change is ingested within one period too
             // (files read only when the fold alone does not call for it).
-            let due = lsn != *last
-                || crate::coexist::changed_on_disk(&path).unwrap_or(true)
-                || s.store.state_files_changed(bad);
+            let due =
+                lsn != *last || s.store.registry_changed() || s.store.state_files_changed(bad);
             if due {
                 match s
                     .store

@@ -3,7 +3,8 @@
 //! and live records come from the same view; nothing is broadcast, so the
 //! writer never waits for a watcher).
 //!
-//! A producer task reads chunks of records (on the blocking pool), filters
+//! A producer task reads chunks of records (on the shared reader threads,
+//! `readers`, so threads do not grow with watchers), filters
 //! them (agent, kinds) or folds them into registry changes, encodes them
 //! there (`Item`), and queues them, bounded twice: at most `watch_buffer`
 //! groups and at most [`WATCH_BYTES`] encoded bytes, so a watcher that never
@@ -58,6 +59,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 mod latest;
+mod readers;
 
 /// How long a full buffer is tolerated before the watcher is dropped.
 pub const LAG_GRACE: Duration = Duration::from_millis(500);
@@ -490,7 +492,7 @@ pub(crate) async fn open(
         shared.dispatch.clone(),
         filter.clone(),
     );
-    let start = tokio::task::spawn_blocking(move || {
+    let start = readers::run(move || {
         if f.latest {
             return Ok((None, None, from));
         }
@@ -514,9 +516,9 @@ pub(crate) async fn open(
     })
     .await;
     let (compacted, fold, next) = match start {
-        Ok(r) => r?,
-        Err(e) => {
-            let msg = format!("internal error starting the watch: {e}");
+        Some(r) => r?,
+        None => {
+            let msg = "internal error starting the watch (its reader panicked)";
             return Err(ErrorReply::new(code::FAILED, msg, 1));
         }
     };
@@ -611,7 +613,7 @@ async fn produce(
             return;
         }
         let (store, d) = (shared.store.clone(), shared.dispatch.clone());
-        let step = tokio::task::spawn_blocking(move || {
+        let step = readers::run(move || {
             let (groups, read, failed) = read_chunk(&store, d.as_ref(), &mut cursor);
             let encoded: Vec<(Lsn, Vec<Item>)> = groups
                 .into_iter()
@@ -620,7 +622,7 @@ async fn produce(
             ((encoded, read, failed), cursor)
         })
         .await;
-        let Ok(((items, read, failed), c)) = step else {
+        let Some(((items, read, failed), c)) = step else {
             return;
         };
         cursor = c;

@@ -197,13 +197,13 @@ pub(super) async fn produce(
         if seen != Some(now) {
             seen = Some(now);
             let (store, d) = (shared.store.clone(), shared.dispatch.clone());
-            let step = tokio::task::spawn_blocking(move || {
+            let step = super::readers::run(move || {
                 let batch = rows.next_batch(&store, d.as_ref());
                 let items: Vec<super::Item> = batch.into_iter().map(super::Item::new).collect();
                 (items, rows)
             })
             .await;
-            let Ok((batch, r)) = step else { return };
+            let Some((batch, r)) = step else { return };
             rows = r;
             let pause =
                 PAUSE_PER_ITEM.saturating_mul(u32::try_from(batch.len()).unwrap_or(u32::MAX));
