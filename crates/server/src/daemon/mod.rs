@@ -189,7 +189,7 @@ pub trait Dispatch: Send + Sync + 'static {
     }
     /// The usage error the CLI grammar gives `params` of `method`, if it
     /// refuses them; nothing runs. The daemon answers a heartbeat itself
-    /// ([`heartbeat`]) and asks this only for one it cannot decode, so the
+    /// (`heartbeat.rs`) and asks this only for one it cannot decode, so the
     /// refusal stays in the CLI's words. Default: none.
     fn refusal(&self, _method: &str, _params: &Map<String, Value>) -> Option<ErrorReply> {
         None
