@@ -115,7 +115,6 @@ pub async fn node(dir: &Path, servers: Vec<String>, fleet: &str, host: &str) -> 
         .expect("start cluster node")
 }
 
-/// Waits until every node folded the stream's last sequence; returns it.
 /// A durable heartbeat through `node`: its stream sequence once stored and
 /// folded there.
 pub async fn durable_heartbeat(
@@ -142,6 +141,7 @@ pub async fn lazy_heartbeat(
         .await
 }
 
+/// Waits until every node folded the stream's last sequence; returns it.
 pub async fn converge(nodes: &[&ClusterNode]) -> u64 {
     let last = nodes[0].stream_last_sequence().await.expect("stream info");
     for n in nodes {
